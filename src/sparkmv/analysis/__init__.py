@@ -1,0 +1,1 @@
+"""SQL analysis with sqlglot: base tables, table binding, partition lineage. No Spark here."""

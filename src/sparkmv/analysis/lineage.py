@@ -1,0 +1,258 @@
+"""Partition lineage: how the MV partition column derives from base partition columns.
+
+For each base table, either a :class:`PartitionMapping` (the table is a *reference table*:
+its partitions map onto MV partitions through a known transform) or nothing (a change in
+it refreshes every MV partition). Traced with ``sqlglot.lineage`` through CTEs,
+subqueries, joins and ``UNION ALL``.
+
+Known transforms of a base partition value ``v`` (text):
+
+- identity: ``v``
+- ``date_format(col, 'yyyy-MM')`` / ``'yyyy'`` / ``'yyyy-MM-dd'`` of a ``yyyy-MM-dd`` value
+- ``substr(col, 1, n)`` / ``substring`` / ``left(col, n)``: the first ``n`` characters
+- ``date_trunc('month'|'year'|'day', col)`` / ``trunc(col, 'MM'|'YYYY')`` of a date,
+  cast to date or string: the first day of the month/year
+
+>>> t = Transform("prefix", 7)
+>>> t.apply("1995-02-14")
+'1995-02'
+>>> Transform("trunc_month", 0).apply("1995-02-14")
+'1995-02-01'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+from sqlglot.lineage import Node, lineage
+
+from sparkmv.analysis.query import DIALECT, table_name
+from sparkmv.names import ObjectName
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A transform of a partition value; ``kind`` is identity, prefix, trunc_month, trunc_year."""
+
+    kind: str
+    length: int = 0
+
+    def apply(self, value: str | None) -> str | None:
+        """The MV partition value for base partition value ``value``."""
+        if value is None:
+            return None
+        if self.kind == "prefix":
+            return value[: self.length]
+        if self.kind == "trunc_month":
+            return value[:7] + "-01"
+        if self.kind == "trunc_year":
+            return value[:4] + "-01-01"
+        return value
+
+    def describe(self, column: str) -> str:
+        """Human-readable form, for EXPLAIN."""
+        if self.kind == "prefix":
+            return f"substr({column}, 1, {self.length})"
+        if self.kind == "trunc_month":
+            return f"date_trunc('month', {column})"
+        if self.kind == "trunc_year":
+            return f"date_trunc('year', {column})"
+        return column
+
+
+IDENTITY = Transform("identity")
+
+
+@dataclass(frozen=True)
+class PartitionMapping:
+    """MV partition = ``transform(base_table.base_column)``."""
+
+    base_table: str
+    base_column: str
+    transform: Transform
+
+
+@dataclass(frozen=True)
+class Lineage:
+    """Partition lineage of one MV.
+
+    Attributes:
+        mappings: qualified base table -> mapping, for reference tables.
+        reason: why lineage is unknown for some or all tables (None when all known).
+    """
+
+    mappings: dict[str, PartitionMapping]
+    reason: str | None = None
+
+    @property
+    def known(self) -> bool:
+        """True when at least one reference table maps onto the MV partitions."""
+        return bool(self.mappings)
+
+
+_FORMAT_PREFIX = {"yyyy-MM": 7, "yyyy": 4, "yyyy-MM-dd": 10, "yyyyMM": -1}
+
+
+def _transform_of(expr: exp.Expression) -> tuple[Transform, exp.Column] | None:
+    """Recognise ``f(column)`` for a supported ``f``; None when unsupported."""
+    e = expr.unalias() if isinstance(expr, exp.Alias) else expr
+    while isinstance(e, exp.Cast | exp.Paren):
+        e = e.this
+    if isinstance(e, exp.Column):
+        return IDENTITY, e
+    cols = list(e.find_all(exp.Column))
+    if len(cols) != 1:
+        return None
+    col = cols[0]
+    if isinstance(e, exp.TimeToStr):
+        fmt = e.args.get("format")
+        text = fmt.name if isinstance(fmt, exp.Literal) else None
+        spark_fmt = _spark_format(e)
+        n = _FORMAT_PREFIX.get(spark_fmt or text or "", 0)
+        inner = e.this
+        while isinstance(inner, exp.TimeStrToTime | exp.Cast | exp.TsOrDsToDate | exp.StrToTime):
+            inner = inner.this
+        if n > 0 and inner is col:
+            return Transform("prefix", n), col
+        return None
+    if isinstance(e, exp.Substring) and e.this is col:
+        start, length = e.args.get("start"), e.args.get("length")
+        if _int(start) == 1 and _int(length):
+            return Transform("prefix", _int(length) or 0), col
+        return None
+    if isinstance(e, exp.Left) and e.this is col and _int(e.expression):
+        return Transform("prefix", _int(e.expression) or 0), col
+    if isinstance(e, exp.DateTrunc | exp.TimestampTrunc):
+        unit = (e.args.get("unit").name if e.args.get("unit") else "").lower()
+        if unit in ("month", "mm", "mon"):
+            return Transform("trunc_month"), col
+        if unit in ("year", "yyyy", "yy"):
+            return Transform("trunc_year"), col
+        if unit == "day":
+            return Transform("prefix", 10), col
+    return None
+
+
+def _spark_format(e: exp.TimeToStr) -> str | None:
+    try:
+        text = e.sql(DIALECT)
+    except SqlglotError:
+        return None
+    start = text.find("'")
+    end = text.rfind("'")
+    return text[start + 1 : end] if 0 <= start < end else None
+
+
+def _int(node: exp.Expression | None) -> int | None:
+    if isinstance(node, exp.Literal) and node.is_int:
+        return int(node.this)
+    return None
+
+
+def _compose(outer: Transform, inner: Transform) -> Transform | None:
+    if outer.kind == "identity":
+        return inner
+    if inner.kind == "identity":
+        return outer
+    if outer.kind == "prefix" and inner.kind == "prefix":
+        return Transform("prefix", min(outer.length, inner.length))
+    return None
+
+
+def partition_lineage(
+    query: exp.Query,
+    partition_by: str,
+    schema: dict[str, dict[str, str]],
+    partition_columns: dict[str, list[str]],
+) -> Lineage:
+    """Trace ``partition_by`` of ``query`` to the partition columns of its base tables.
+
+    Args:
+        query: the parsed defining query (table names unbound).
+        partition_by: the MV partition column (an output column of ``query``).
+        schema: qualified table -> column -> type, for every base table.
+        partition_columns: qualified table -> its partition columns.
+
+    Returns:
+        A :class:`Lineage`; tables whose contribution is unknown or many-to-many are left
+        out of ``mappings`` and named in ``reason``.
+    """
+    sg_schema: dict[str, dict[str, dict[str, str]]] = {}
+    for qualified, cols in schema.items():
+        ns, name = qualified.split(".", 1)
+        sg_schema.setdefault(ns, {})[name] = cols
+    bound = query.copy()
+    for table in bound.find_all(exp.Table):
+        if table.name and not table.db and not isinstance(table.this, exp.Func):
+            qualified = table_name(table).qualified
+            if qualified in schema:
+                table.set("db", exp.to_identifier(qualified.split(".", 1)[0]))
+    try:
+        root = lineage(partition_by, bound, schema=sg_schema, dialect=DIALECT)
+    except (SqlglotError, ValueError, KeyError) as exc:
+        return Lineage({}, f"cannot trace partition column {partition_by!r}: {exc}")
+    mappings: dict[str, PartitionMapping] = {}
+    problems: list[str] = []
+    _walk(root, IDENTITY, partition_columns, mappings, problems)
+    unmapped = sorted(set(partition_columns) - set(mappings))
+    reason = "; ".join(problems) if problems else None
+    if not mappings and reason is None:
+        reason = f"partition column {partition_by!r} does not derive from a base partition column"
+    elif unmapped and reason is None:
+        reason = None  # non-reference tables: their changes refresh all partitions
+    return Lineage(mappings, reason)
+
+
+def _walk(
+    node: Node,
+    acc: Transform,
+    partition_columns: dict[str, list[str]],
+    out: dict[str, PartitionMapping],
+    problems: list[str],
+) -> None:
+    expr = node.expression
+    if isinstance(node.source, exp.Table) and not node.downstream:
+        table = table_name(node.source).qualified
+        column = node.name.split(".")[-1]
+        parts = partition_columns.get(table, [])
+        if len(parts) == 1 and parts[0].lower() == column.lower():
+            mapping = PartitionMapping(table, parts[0], acc)
+            previous = out.get(table)
+            if previous is not None and previous != mapping:
+                problems.append(f"{table} maps onto the MV partitions in more than one way")
+            out[table] = mapping
+        else:
+            problems.append(f"MV partition column comes from {table}.{column}, not its partition column")
+        return
+    step: Transform | None = IDENTITY
+    if isinstance(expr, exp.Alias | exp.Column | exp.Cast | exp.Paren) or not isinstance(
+        expr, exp.Expression
+    ):
+        recognised = _transform_of(expr) if isinstance(expr, exp.Expression) else (IDENTITY, None)
+        step = recognised[0] if recognised else None
+    elif isinstance(expr, exp.Query):
+        step = IDENTITY  # a set operation node: each branch is walked
+    else:
+        recognised = _transform_of(expr)
+        step = recognised[0] if recognised else None
+    if step is None:
+        problems.append(f"unsupported transform of the partition column: {expr.sql(DIALECT)[:80]}")
+        return
+    composed = _compose(acc, step)
+    if composed is None:
+        problems.append(f"nested transforms are not supported: {expr.sql(DIALECT)[:80]}")
+        return
+    for child in node.downstream:
+        _walk(child, composed, partition_columns, out, problems)
+
+
+def reference_tables(lineage_: Lineage) -> set[str]:
+    """Qualified names of the reference tables."""
+    return set(lineage_.mappings)
+
+
+def as_object_names(tables: set[str]) -> list[ObjectName]:
+    """Qualified names as :class:`ObjectName`, sorted."""
+    return sorted(ObjectName.parse(t, allow_reserved=True) for t in tables)

@@ -1,0 +1,128 @@
+"""Parsing a defining query and binding its table references.
+
+>>> q = parse_query("SELECT a, count(*) AS n FROM sales.orders o JOIN dim GROUP BY a")
+>>> [t.qualified for t in referenced_tables(q)]
+['sales.orders', 'default.dim']
+>>> bind_tables(q, {ObjectName("sales", "orders"): "v0", ObjectName("default", "dim"): "v1"})
+'SELECT a, COUNT(*) AS n FROM v0 AS o JOIN v1 AS dim ON TRUE GROUP BY a'
+"""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError as SqlglotParseError
+from sqlglot.errors import TokenError
+
+from sparkmv.errors import AnalysisError, ParseError
+from sparkmv.names import ObjectName, is_identifier
+
+DIALECT = "spark"
+
+
+def parse_error_message(sql: str, exc: Exception) -> str:
+    """A one-line parse error with line and column, from a sqlglot error."""
+    errors = getattr(exc, "errors", None) or []
+    if errors:
+        first = errors[0]
+        desc = str(first.get("description", "syntax error"))
+        line, col = first.get("line"), first.get("col")
+        near = (first.get("highlight") or "").strip()
+        where = f" at line {line}, column {col}" if line else ""
+        return f"cannot parse SQL{where}: {desc}" + (f" near '{near}'" if near else "")
+    return f"cannot parse SQL: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def parse_query(sql: str) -> exp.Query:
+    """Parse a SELECT (with CTEs and set operations) in the Spark dialect.
+
+    Raises:
+        ParseError: when it does not parse (the message gives line and column), or is not
+            a query.
+    """
+    try:
+        parsed = sqlglot.parse(sql, read=DIALECT)
+    except (SqlglotParseError, TokenError) as exc:
+        raise ParseError(parse_error_message(sql, exc)) from exc
+    statements = [p for p in parsed if p is not None]
+    if len(statements) != 1 or not isinstance(statements[0], exp.Query):
+        raise ParseError("expected exactly one SELECT query")
+    return statements[0]
+
+
+def _cte_names(query: exp.Expression) -> set[str]:
+    return {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
+
+
+def table_name(table: exp.Table) -> ObjectName:
+    """The object name of a table reference.
+
+    Raises:
+        AnalysisError: for three-part names or names that are not identifiers.
+    """
+    if table.catalog:
+        raise AnalysisError(f"table name '{table.sql(DIALECT)}' has too many parts; use namespace.name")
+    parts = [p for p in (table.db, table.name) if p]
+    if not all(is_identifier(p) for p in parts):
+        raise AnalysisError(f"invalid table name '{table.sql(DIALECT)}'")
+    return ObjectName.parse(".".join(parts), allow_reserved=True)
+
+
+def _table_refs(query: exp.Expression) -> list[exp.Table]:
+    ctes = _cte_names(query)
+    refs = []
+    for table in query.find_all(exp.Table):
+        if isinstance(table.this, exp.Func) or not table.name:
+            continue  # table-valued functions such as range(10)
+        if not table.db and table.name.lower() in ctes:
+            continue
+        refs.append(table)
+    return refs
+
+
+def referenced_tables(query: exp.Expression) -> list[ObjectName]:
+    """Distinct base tables a query reads, in order of first appearance (CTE names excluded).
+
+    Raises:
+        AnalysisError: for malformed names.
+    """
+    seen: list[ObjectName] = []
+    for table in _table_refs(query):
+        name = table_name(table)
+        if name not in seen:
+            seen.append(name)
+    return seen
+
+
+def bind_tables(query: exp.Query, views: dict[ObjectName, str]) -> str:
+    """Spark SQL text of ``query`` with each base table replaced by its temp view name.
+
+    A reference without an alias keeps its table name as alias, so qualified columns
+    (``orders.o_orderkey``) still resolve.
+    """
+    bound = query.copy()
+    for table in _table_refs(bound):
+        name = table_name(table)
+        if name not in views:
+            continue
+        alias = table.alias or table.name
+        table.replace(exp.alias_(exp.to_table(views[name]), alias, table=True))
+    return bound.sql(DIALECT)
+
+
+def filter_partitions(sql: str, column: str, values: list[str | None], types: str = "string") -> str:
+    """Wrap ``sql`` so only rows whose ``column`` is one of ``values`` remain.
+
+    >>> filter_partitions("SELECT 1 AS m", "m", ["a", None])
+    "SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE CAST(`m` AS STRING) IN ('a') OR `m` IS NULL"
+    """
+    col = f"`{column}`"
+    strings = [v for v in values if v is not None]
+    preds = []
+    if strings:
+        literals = ", ".join(exp.Literal.string(v).sql(DIALECT) for v in strings)
+        preds.append(f"CAST({col} AS STRING) IN ({literals})")
+    if any(v is None for v in values):
+        preds.append(f"{col} IS NULL")
+    where = " OR ".join(preds) if preds else "FALSE"
+    return f"SELECT * FROM ({sql}) AS __smv_q WHERE {where}"

@@ -1,0 +1,31 @@
+"""ControlStore: control commands (CANCEL, PAUSE, RESUME) for running refreshes."""
+
+from __future__ import annotations
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog.models import ControlRow
+from sparkmv.catalog.states import ControlCommand
+
+
+class ControlStore:
+    """Commands are rows; the executor reads the newest between chunks."""
+
+    @staticmethod
+    def send(session: Session, object_id: int, run_id: int | None, command: ControlCommand) -> None:
+        """Record a command for ``run_id`` of ``object_id``."""
+        session.add(ControlRow(object_id=object_id, run_id=run_id, command=command, created_at=utcnow()))
+        session.flush()
+
+    @staticmethod
+    def commands(session: Session, run_id: int) -> list[ControlCommand]:
+        """Commands sent to ``run_id``, oldest first."""
+        rows = session.scalars(select(ControlRow).where(ControlRow.run_id == run_id).order_by(ControlRow.id))
+        return [ControlCommand(r.command) for r in rows]
+
+    @staticmethod
+    def clear(session: Session, run_id: int) -> None:
+        """Forget the commands of a finished run."""
+        session.execute(delete(ControlRow).where(ControlRow.run_id == run_id))

@@ -1,0 +1,69 @@
+"""Catalog: the facade over the metadata stores, as SQLMesh's StateSync.
+
+Open it with :meth:`Catalog.open`; it migrates the database to the newest revision (cheap
+when already there). Each store works inside a session handed out by
+:meth:`Catalog.transaction`, so a multi-table change (finish a run: version map, run
+result, state IDLE) is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from sqlalchemy.orm import Session
+
+from sparkmv.catalog import migrate
+from sparkmv.catalog.control import ControlStore
+from sparkmv.catalog.database import Database
+from sparkmv.catalog.objects import ObjectStore
+from sparkmv.catalog.runs import RunStore
+from sparkmv.catalog.versions import VersionStore
+
+
+class Catalog:
+    """The sparkmv metadata catalog in one SQL database (SQLite or PostgreSQL).
+
+    Attributes:
+        url: SQLAlchemy URL.
+        objects, runs, versions, control: the stores, one per metadata table group.
+    """
+
+    objects = ObjectStore
+    runs = RunStore
+    versions = VersionStore
+    control = ControlStore
+
+    def __init__(self, database: Database) -> None:
+        self.db = database
+        self.url = database.url
+
+    @classmethod
+    def open(cls, url: str) -> Catalog:
+        """Connect to ``url`` and migrate it to the head revision.
+
+        Raises:
+            CatalogError: when the database cannot be reached.
+        """
+        if url.startswith("sqlite:///"):
+            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+        database = Database(url)
+        try:
+            migrate.upgrade(database.engine)
+        except Exception as exc:
+            from sparkmv.errors import CatalogError
+
+            database.dispose()
+            raise CatalogError(f"cannot open catalog {url!r}: {exc}") from exc
+        return cls(database)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Session]:
+        """One catalog transaction (see :meth:`Database.transaction`)."""
+        with self.db.transaction() as session:
+            yield session
+
+    def close(self) -> None:
+        """Release database connections."""
+        self.db.dispose()

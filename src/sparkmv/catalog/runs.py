@@ -1,0 +1,163 @@
+"""RunStore: ``smv_task_runs`` (refresh runs) and ``smv_refresh_progress`` (the progress table).
+
+A chunk is recorded completed only after its files are written, and only while the
+writer still holds the lease: :meth:`RunStore.complete_chunk` runs in the same transaction
+as a lease check, so a stalled owner whose lease was taken over cannot record anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.orm import Session
+
+from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog.models import ProgressRow, TaskRunRow
+from sparkmv.catalog.states import RunState, Trigger
+from sparkmv.errors import ObjectNotFoundError
+
+
+class RunStore:
+    """Reads and writes refresh runs and their progress rows inside a caller's session."""
+
+    @staticmethod
+    def create(
+        session: Session,
+        object_id: int,
+        object_name: str,
+        trigger: Trigger,
+        state: RunState = RunState.PENDING,
+        **fields: Any,
+    ) -> TaskRunRow:
+        """Insert a run and return it with its ``run_id`` assigned."""
+        run = TaskRunRow(
+            object_id=object_id,
+            object_name=object_name,
+            trigger=trigger,
+            state=state,
+            created=utcnow(),
+            **fields,
+        )
+        session.add(run)
+        session.flush()
+        return run
+
+    @staticmethod
+    def get(session: Session, run_id: int) -> TaskRunRow:
+        """The run ``run_id``.
+
+        Raises:
+            ObjectNotFoundError: when there is no such run.
+        """
+        run = session.get(TaskRunRow, run_id)
+        if run is None:
+            raise ObjectNotFoundError(f"refresh run {run_id} does not exist")
+        return run
+
+    @staticmethod
+    def list(session: Session, object_id: int | None = None, limit: int | None = None) -> list[TaskRunRow]:
+        """Runs, newest first (of one object when ``object_id`` is given)."""
+        stmt = select(TaskRunRow).order_by(TaskRunRow.run_id.desc())
+        if object_id is not None:
+            stmt = stmt.where(TaskRunRow.object_id == object_id)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return list(session.scalars(stmt))
+
+    @staticmethod
+    def update(session: Session, run_id: int, **fields: Any) -> None:
+        """Set fields of one run."""
+        session.execute(update(TaskRunRow).where(TaskRunRow.run_id == run_id).values(**fields))
+
+    @staticmethod
+    def pending(session: Session, object_id: int) -> TaskRunRow | None:
+        """The oldest PENDING run of an object, if any."""
+        return session.scalars(
+            select(TaskRunRow)
+            .where(TaskRunRow.object_id == object_id, TaskRunRow.state == RunState.PENDING)
+            .order_by(TaskRunRow.run_id)
+            .limit(1)
+        ).one_or_none()
+
+    # -- progress table ---------------------------------------------------------------------
+    @staticmethod
+    def add_chunks(session: Session, run_id: int, chunks: list[list[Any]]) -> None:
+        """Insert one not-completed progress row per chunk (chunk ids 0..n-1)."""
+        now = utcnow()
+        for chunk_id, partitions in enumerate(chunks):
+            session.add(ProgressRow(run_id=run_id, chunk_id=chunk_id, partitions=partitions, last_checkpoint=now))
+        session.flush()
+
+    @staticmethod
+    def chunks(session: Session, run_id: int) -> list[ProgressRow]:
+        """The progress rows of a run, by chunk id."""
+        return list(
+            session.scalars(select(ProgressRow).where(ProgressRow.run_id == run_id).order_by(ProgressRow.chunk_id))
+        )
+
+    @staticmethod
+    def start_chunk_attempt(session: Session, run_id: int, chunk_id: int) -> int:
+        """Count one more attempt at computing a chunk; returns the attempt number (1-based)."""
+        session.execute(
+            update(ProgressRow)
+            .where(ProgressRow.run_id == run_id, ProgressRow.chunk_id == chunk_id)
+            .values(attempts=ProgressRow.attempts + 1, last_checkpoint=utcnow())
+        )
+        return int(
+            session.scalar(
+                select(ProgressRow.attempts).where(ProgressRow.run_id == run_id, ProgressRow.chunk_id == chunk_id)
+            )
+            or 0
+        )
+
+    @staticmethod
+    def complete_chunk(
+        session: Session,
+        run_id: int,
+        chunk_id: int,
+        *,
+        files: list[str],
+        processed_rows: int,
+        bytes_written: int,
+        duration_seconds: float,
+        position: str | None = None,
+    ) -> None:
+        """Mark a chunk completed with the files it wrote; also counts the run's progress."""
+        session.execute(
+            update(ProgressRow)
+            .where(ProgressRow.run_id == run_id, ProgressRow.chunk_id == chunk_id)
+            .values(
+                is_completed=True,
+                files=files,
+                files_written=len(files),
+                processed_rows=processed_rows,
+                bytes_written=bytes_written,
+                duration_seconds=duration_seconds,
+                position=position,
+                last_checkpoint=utcnow(),
+            )
+        )
+        done = select(func.count()).where(ProgressRow.run_id == run_id, ProgressRow.is_completed.is_(True))
+        rows = select(func.coalesce(func.sum(ProgressRow.processed_rows), 0)).where(
+            ProgressRow.run_id == run_id, ProgressRow.is_completed.is_(True)
+        )
+        session.execute(
+            update(TaskRunRow)
+            .where(TaskRunRow.run_id == run_id)
+            .values(chunks_done=done.scalar_subquery(), rows_written=rows.scalar_subquery())
+        )
+
+    @staticmethod
+    def mark_published(session: Session, run_id: int, chunk_ids: list[int]) -> None:
+        """Record that these chunks' files were committed (``publish = per_chunk``)."""
+        session.execute(
+            update(ProgressRow)
+            .where(ProgressRow.run_id == run_id, ProgressRow.chunk_id.in_(chunk_ids))
+            .values(published=True)
+        )
+
+    @staticmethod
+    def clear_progress(session: Session, run_id: int) -> None:
+        """Remove the progress rows of a run (used when a run is abandoned)."""
+        session.execute(delete(ProgressRow).where(ProgressRow.run_id == run_id))

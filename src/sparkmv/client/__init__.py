@@ -1,0 +1,1 @@
+"""The Python API (:class:`sparkmv.client.client.Client`)."""

@@ -1,0 +1,226 @@
+"""Creating, altering and dropping external tables and materialized views."""
+
+from __future__ import annotations
+
+import logging
+
+from pyspark.errors import PySparkException
+
+from sparkmv.analysis.query import parse_query, referenced_tables
+from sparkmv.catalog import ObjectKind, RefreshState
+from sparkmv.catalog.clock import utcnow
+from sparkmv.errors import (
+    AnalysisError,
+    BusyError,
+    ObjectExistsError,
+    ObjectNotFoundError,
+    SparkMvError,
+)
+from sparkmv.names import ObjectName
+from sparkmv.refresh.executor import spark_error_text
+from sparkmv.refresh.properties import MvProperties, validate
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources import parquet
+from sparkmv.sql.statements import (
+    AlterMaterializedView,
+    CreateExternalTable,
+    CreateMaterializedView,
+    DropObject,
+)
+from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
+
+log = logging.getLogger("sparkmv.ddl")
+
+
+def _exists(rt: Runtime, name: ObjectName) -> bool:
+    # Never call pyiceberg inside a catalog transaction: on SQLite both share one lock.
+    with rt.catalog.transaction() as s:
+        known = rt.catalog.objects.find(s, name) is not None
+    return known or rt.iceberg.exists(name)
+
+
+def create_external_table(rt: Runtime, stmt: CreateExternalTable) -> str:
+    """Register a directory of (Hive-partitioned) Parquet files as a base table.
+
+    Raises:
+        ObjectExistsError: when the name is taken (unless IF NOT EXISTS).
+        SourceError: when LOCATION does not exist or holds no Parquet.
+        SparkMvError: for a format other than parquet.
+    """
+    if stmt.format != "parquet":
+        raise SparkMvError(f"unsupported format {stmt.format!r}: only USING parquet")
+    if _exists(rt, stmt.name):
+        if stmt.if_not_exists:
+            return f"table '{stmt.name}' already exists"
+        raise ObjectExistsError(f"'{stmt.name}' already exists")
+    schema_json, partition_columns = parquet.discover(rt.spark, stmt.location)
+    with rt.catalog.transaction() as s:
+        rt.catalog.objects.insert(
+            s,
+            stmt.name,
+            ObjectKind.EXTERNAL_TABLE,
+            location=str(stmt.location),
+            format="parquet",
+            schema_json=schema_json,
+            partition_columns=partition_columns,
+        )
+    parts = f" partitioned by {', '.join(partition_columns)}" if partition_columns else ""
+    return f"created external table '{stmt.name}'{parts}"
+
+
+def _check_dependencies(rt: Runtime, mv: ObjectName, bases: list[ObjectName]) -> None:
+    for base in bases:
+        if base == mv:
+            raise AnalysisError(f"materialized view '{mv}' cannot read itself")
+        if base.namespace == "sparkmv":
+            raise AnalysisError(f"materialized view '{mv}' cannot read system table '{base.qualified}'")
+        if not _exists(rt, base):
+            raise AnalysisError(f"table or view '{base}' does not exist")
+
+
+def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
+    """Analyse the query in Spark, create the MV's Iceberg table and catalog row.
+
+    Raises:
+        ObjectExistsError: when the name is taken (unless IF NOT EXISTS).
+        AnalysisError: unknown table/column, type errors, PARTITION BY not produced.
+        InvalidPropertyError: bad property.
+    """
+    from sparkmv.client.queries import run_query
+
+    props = validate(stmt.properties)
+    MvProperties.parse(props)
+    if _exists(rt, stmt.name):
+        if stmt.if_not_exists:
+            return f"materialized view '{stmt.name}' already exists"
+        raise ObjectExistsError(f"'{stmt.name}' already exists")
+    query = parse_query(stmt.query)
+    bases = referenced_tables(query)
+    _check_dependencies(rt, stmt.name, bases)
+    try:
+        df = normalize_for_iceberg(run_query(rt, stmt.query, schema_only=True))
+        schema = df.schema
+    except PySparkException as exc:
+        raise AnalysisError(spark_error_text(exc)) from exc
+    columns = [f.name.lower() for f in schema.fields]
+    if stmt.partition_by is not None and stmt.partition_by not in columns:
+        raise AnalysisError(
+            f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
+        )
+    partition_by = next((f.name for f in schema.fields if f.name.lower() == stmt.partition_by), None)
+    rt.iceberg.create_table(stmt.name, spark_to_arrow(schema), partition_by)
+    try:
+        with rt.catalog.transaction() as s:
+            rt.catalog.objects.insert(
+                s,
+                stmt.name,
+                ObjectKind.MATERIALIZED_VIEW,
+                definition=stmt.query,
+                partition_by=partition_by,
+                base_tables=[b.qualified for b in bases],
+                properties=props,
+                refresh_scheme=stmt.refresh.text,
+                schedule_start=stmt.refresh.start,
+                schedule_every_seconds=stmt.refresh.every_seconds,
+            )
+    except Exception:
+        rt.iceberg.drop_table(stmt.name)
+        raise
+    return f"created materialized view '{stmt.name}'"
+
+
+def drop_object(rt: Runtime, stmt: DropObject) -> str:
+    """Drop an MV (its Iceberg table and data) or unregister a table (never its data).
+
+    Raises:
+        ObjectNotFoundError: when it does not exist (unless IF EXISTS), or the kind differs.
+        BusyError: when the object is being refreshed.
+        AnalysisError: when another MV reads it.
+    """
+    with rt.catalog.transaction() as s:
+        row = rt.catalog.objects.find(s, stmt.name)
+        if row is None:
+            if stmt.if_exists:
+                return f"'{stmt.name}' does not exist"
+            what = "materialized view" if stmt.materialized_view else "table"
+            raise ObjectNotFoundError(f"{what} '{stmt.name}' does not exist")
+        is_mv = row.kind == ObjectKind.MATERIALIZED_VIEW
+        if is_mv != stmt.materialized_view:
+            hint = "DROP MATERIALIZED VIEW" if is_mv else "DROP TABLE"
+            raise ObjectNotFoundError(f"'{stmt.name}' is a {'materialized view' if is_mv else 'table'}; use {hint}")
+        if row.state != RefreshState.IDLE:
+            raise BusyError(f"cannot drop '{stmt.name}': it is being refreshed (state {row.state}, run {row.current_run_id})")
+        rt.catalog.objects.delete(s, row)
+        _mark_dependents_inactive(rt, s, stmt.name)
+    if row.kind != ObjectKind.EXTERNAL_TABLE:
+        rt.iceberg.drop_table(stmt.name)
+        rt.iceberg.drop_table(ObjectName(stmt.name.namespace, stmt.name.name + "__changelog"))
+    return f"dropped '{stmt.name}'"
+
+
+def _mark_dependents_inactive(rt: Runtime, s: object, name: ObjectName) -> None:
+    for mv in rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW):  # type: ignore[arg-type]
+        if name.qualified in (mv.base_tables or []):
+            rt.catalog.objects.set_fields(
+                s,  # type: ignore[arg-type]
+                mv.id,
+                is_active=False,
+                inactive_reason=f"base table '{name}' was dropped",
+            )
+
+
+def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
+    """Apply one ALTER action.
+
+    Raises:
+        ObjectNotFoundError, InvalidPropertyError, AnalysisError (re-activation failed).
+    """
+    with rt.catalog.transaction() as s:
+        row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
+        if stmt.set_properties is not None:
+            merged = {**(row.properties or {}), **validate(stmt.set_properties)}
+            MvProperties.parse(merged)
+            rt.catalog.objects.set_fields(s, row.id, properties=merged)
+            return f"altered materialized view '{stmt.name}'"
+        if stmt.refresh is not None:
+            rt.catalog.objects.set_fields(
+                s,
+                row.id,
+                refresh_scheme=stmt.refresh.text,
+                schedule_start=stmt.refresh.start,
+                schedule_every_seconds=stmt.refresh.every_seconds,
+                next_fire_time=None,
+            )
+            return f"materialized view '{stmt.name}' now refreshes {stmt.refresh.text}"
+        if stmt.resume_schedule:
+            rt.catalog.objects.set_fields(
+                s, row.id, suspended=False, consecutive_failures=0, refresh_state_reason=None
+            )
+            return f"schedule of '{stmt.name}' resumed"
+        if stmt.active is False:
+            rt.catalog.objects.set_fields(s, row.id, is_active=False, inactive_reason="set inactive by user")
+            return f"materialized view '{stmt.name}' is inactive"
+        definition, base_tables, object_id = row.definition or "", list(row.base_tables or []), row.id
+    # ACTIVE: re-analyse against the base tables as they are now.
+    from sparkmv.client.queries import run_query
+
+    reason = None
+    try:
+        for base in base_tables:
+            if not _exists(rt, ObjectName.parse(base, allow_reserved=True)):
+                raise AnalysisError(f"base table '{base}' does not exist")
+        new_schema = normalize_for_iceberg(run_query(rt, definition, schema_only=True)).schema
+        table_schema = rt.iceberg.load(stmt.name).schema().as_arrow()
+        if [f.name.lower() for f in new_schema.fields] != [f.name.lower() for f in table_schema]:
+            raise AnalysisError("the query's output columns changed")
+    except SparkMvError as exc:
+        reason = str(exc)
+    with rt.catalog.transaction() as s:
+        if reason is not None:
+            raise AnalysisError(f"cannot activate '{stmt.name}': {reason}")
+        # Forget the version map: the next refresh is a full one.
+        rt.catalog.versions.apply(s, object_id, 0, [], [], replace_all=True)
+        rt.catalog.objects.set_fields(
+            s, object_id, is_active=True, inactive_reason=None, last_success_run_id=None, updated_at=utcnow()
+        )
+    return f"materialized view '{stmt.name}' is active; the next refresh is a full refresh"

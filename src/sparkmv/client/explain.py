@@ -1,0 +1,60 @@
+"""``EXPLAIN REFRESH MATERIALIZED VIEW``: the plan of a refresh, without running it."""
+
+from __future__ import annotations
+
+from sparkmv.catalog import ObjectKind
+from sparkmv.refresh.context import MvDefinition, lineage_of, mv_partitions, pin_all
+from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sql.statements import RefreshMaterializedView
+
+
+def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
+    """The plan a refresh would run now, and a description of the partition lineage."""
+    with rt.catalog.transaction() as s:
+        row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
+        versions = rt.catalog.versions.load(s, row.id)
+    mv = MvDefinition.from_row(row)
+    pinned = pin_all(rt.catalog, rt.iceberg, mv.base_tables)
+    lineage = lineage_of(mv, pinned)
+    refreshed = row.last_success_run_id is not None
+    plan = plan_refresh(
+        PlanInput(
+            mv.partition_by,
+            lineage,
+            pinned,
+            {k: v.version for k, v in versions.items()},
+            mv_partitions(rt.iceberg, mv.name) if refreshed else set(),
+            refreshed,
+            mv.properties,
+            RefreshRequest(stmt.force, stmt.start, stmt.end),
+        )
+    )
+    if lineage.mappings:
+        lines = [f"{m.base_table}: {mv.partition_by} = {m.transform.describe(m.base_column)}" for m in lineage.mappings.values()]
+        text = "; ".join(lines)
+    else:
+        text = f"unknown ({lineage.reason})"
+    return plan, text
+
+
+def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
+    """Text of the plan: mode and reason, changed base partitions, MV partitions with
+    their reasons, chunks."""
+    plan, lineage = plan_for(rt, stmt)
+    out = [f"mode: {plan.mode}", f"reason: {plan.reason}", f"partition lineage: {lineage}"]
+    out.append("changed base partitions:")
+    for table, paths in sorted(plan.changed_base_partitions.items()):
+        out.append(f"  {table}: {', '.join(p or '<all>' for p in paths)}")
+    if not plan.changed_base_partitions:
+        out.append("  (none)")
+    out.append("MV partitions to refresh:")
+    for part, why in plan.partition_reasons.items():
+        out.append(f"  {part}: {why}")
+    if plan.drop_partitions:
+        out.append("MV partitions to drop: " + ", ".join(str(p) for p in plan.drop_partitions))
+    out.append(f"chunks: {len(plan.chunks)}")
+    for i, c in enumerate(plan.chunks):
+        parts = "<all>" if c.partitions is None else ", ".join("NULL" if p is None else p for p in c.partitions)
+        out.append(f"  chunk {i}: {parts} (base {c.base_bytes} bytes)")
+    return "\n".join(out)

@@ -1,0 +1,146 @@
+"""Status of materialized views: state, size, last refresh, freshness and staleness."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from sparkmv.catalog import ObjectKind, RunState
+from sparkmv.catalog.models import ObjectRow, TaskRunRow
+from sparkmv.errors import SparkMvError
+from sparkmv.names import ObjectName
+from sparkmv.refresh.context import pin_all
+from sparkmv.refresh.planner import changed_partitions
+from sparkmv.refresh.properties import MvProperties
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage.iceberg import IcebergStore
+
+
+@dataclass(frozen=True)
+class MvStatus:
+    """One row of ``sparkmv status`` / ``sparkmv.materialized_views``.
+
+    Attributes:
+        rows: rows in the current snapshot; partitions: MV partitions.
+        is_fresh: no base partition the MV depends on changed since its last refresh.
+        stale_partitions: base partitions changed since then.
+        staleness_seconds: now minus the oldest unconsumed base change (0 when fresh).
+        last_refresh_duration: seconds of the last finished run.
+    """
+
+    name: str
+    definition: str
+    partition_by: str | None
+    refresh_scheme: str
+    state: str
+    is_active: bool
+    inactive_reason: str | None
+    rows: int
+    partitions: int
+    last_refresh_start: datetime | None
+    last_refresh_end: datetime | None
+    last_refresh_state: str | None
+    last_refresh_error: str | None
+    last_refresh_duration: float | None
+    is_fresh: bool
+    stale_partitions: int
+    staleness_seconds: float
+    last_refresh_base_partitions: int
+    last_refresh_mv_partitions: int
+    refresh_state_reason: str | None
+    current_run_id: int | None
+
+
+def _size(store: IcebergStore, name: ObjectName) -> tuple[int, int]:
+    try:
+        table = store.load(name)
+    except SparkMvError:
+        return 0, 0
+    snap = table.current_snapshot()
+    if snap is None or snap.summary is None:
+        return 0, 0
+    rows = int(snap.summary.get("total-records", "0") or 0)
+    parts = len(store.partitions(table)) if IcebergStore.partition_column(table) else (1 if rows else 0)
+    return rows, parts
+
+
+def _freshness(rt: Runtime, row: ObjectRow) -> tuple[bool, int, float]:
+    if row.last_success_run_id is None:
+        return False, 0, 0.0
+    try:
+        pinned = pin_all(rt.catalog, rt.iceberg, [ObjectName.parse(t, allow_reserved=True) for t in row.base_tables])
+    except SparkMvError:
+        return False, 0, 0.0
+    with rt.catalog.transaction() as s:
+        versions = {k: v.version for k, v in rt.catalog.versions.load(s, row.id).items()}
+    excluded = set(MvProperties.parse(row.properties or {}).excluded_refresh_tables)
+    stale = 0
+    oldest: float | None = None
+    for table, p in pinned.items():
+        if table in excluded:
+            continue
+        for path in changed_partitions(p, versions):
+            stale += 1
+            part = p.partitions.get(path)
+            when = part.changed_at if part and part.changed_at else time.time()
+            oldest = when if oldest is None else min(oldest, when)
+    staleness = max(0.0, time.time() - oldest) if oldest is not None else 0.0
+    return stale == 0, stale, staleness
+
+
+def mv_status(rt: Runtime, row: ObjectRow, last: TaskRunRow | None, freshness: bool = True) -> MvStatus:
+    """Status of one MV row (``last`` is its newest finished run)."""
+    name = ObjectName(row.namespace, row.name)
+    rows, parts = _size(rt.iceberg, name)
+    fresh, stale, staleness = _freshness(rt, row) if freshness else (False, 0, 0.0)
+    duration = (last.finished - last.started).total_seconds() if last and last.finished and last.started else None
+    base_parts = 0
+    if last and last.plan:
+        changed = (last.plan.get("plan") or {}).get("changed_base_partitions") or {}
+        base_parts = sum(len(v) for v in changed.values())
+    return MvStatus(
+        name=name.display,
+        definition=row.definition or "",
+        partition_by=row.partition_by,
+        refresh_scheme=row.refresh_scheme,
+        state=row.state,
+        is_active=row.is_active,
+        inactive_reason=row.inactive_reason,
+        rows=rows,
+        partitions=parts,
+        last_refresh_start=last.started if last else None,
+        last_refresh_end=last.finished if last else None,
+        last_refresh_state=last.state if last else None,
+        last_refresh_error=last.error if last else None,
+        last_refresh_duration=duration,
+        is_fresh=fresh,
+        stale_partitions=stale,
+        staleness_seconds=round(staleness, 3),
+        last_refresh_base_partitions=base_parts,
+        last_refresh_mv_partitions=last.partitions_done if last else 0,
+        refresh_state_reason=row.refresh_state_reason,
+        current_run_id=row.current_run_id,
+    )
+
+
+def statuses(rt: Runtime, name: ObjectName | None = None) -> list[MvStatus]:
+    """Status of every MV (or of ``name``).
+
+    Raises:
+        ObjectNotFoundError: when ``name`` is not an MV.
+    """
+    with rt.catalog.transaction() as s:
+        if name is not None:
+            rows = [rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW)]
+        else:
+            rows = rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW)
+        lasts = {}
+        for r in rows:
+            finished = [
+                run
+                for run in rt.catalog.runs.list(s, r.id, limit=20)
+                if RunState(run.state).is_final and run.state not in (RunState.MERGED,)
+            ]
+            lasts[r.id] = finished[0] if finished else None
+    return [mv_status(rt, r, lasts[r.id]) for r in rows]

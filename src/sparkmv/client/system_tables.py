@@ -1,0 +1,164 @@
+"""System tables readable with SELECT: ``sparkmv.materialized_views``, ``sparkmv.task_runs``,
+``sparkmv.refresh_progress``, ``sparkmv.refresh_table_state``, ``sparkmv.tasks``.
+
+Each is built from the catalog when a query names it, as a Spark DataFrame with a fixed
+schema (column names are a contract).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql.types import (
+    BooleanType,
+    DoubleType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampNTZType,
+)
+
+from sparkmv.catalog import ObjectKind
+from sparkmv.catalog.models import ObjectRow
+from sparkmv.client.status import statuses
+from sparkmv.names import ObjectName
+from sparkmv.refresh.runtime import Runtime
+
+S, L, B, T, D = StringType(), LongType(), BooleanType(), TimestampNTZType(), DoubleType()
+
+
+def _schema(*cols: tuple[str, Any]) -> StructType:
+    return StructType([StructField(n, t, True) for n, t in cols])
+
+
+MATERIALIZED_VIEWS = _schema(
+    ("name", S), ("definition", S), ("partition_by", S), ("refresh_scheme", S), ("state", S),
+    ("is_active", B), ("inactive_reason", S), ("rows", L), ("partitions", L),
+    ("last_refresh_start", T), ("last_refresh_end", T), ("last_refresh_state", S),
+    ("last_refresh_error", S), ("last_refresh_duration", D), ("is_fresh", B),
+    ("stale_partitions", L), ("staleness_seconds", D), ("last_refresh_base_partitions", L),
+    ("last_refresh_mv_partitions", L), ("refresh_state_reason", S), ("current_run_id", L),
+)  # fmt: skip
+TASK_RUNS = _schema(
+    ("run_id", L), ("mv_name", S), ("trigger", S), ("mode", S), ("mode_reason", S), ("state", S),
+    ("created", T), ("started", T), ("finished", T), ("error", S), ("partitions_planned", L),
+    ("partitions_done", L), ("chunks_planned", L), ("chunks_done", L), ("rows_written", L),
+    ("progress", S), ("attempts", L), ("priority", L), ("publish", S),
+    ("rows_inserted", L), ("rows_updated", L), ("rows_deleted", L),
+)  # fmt: skip
+REFRESH_PROGRESS = _schema(
+    ("run_id", L), ("chunk_id", L), ("vnode", L), ("partitions", S), ("is_completed", B),
+    ("processed_rows", L), ("bytes_written", L), ("files_written", L), ("attempts", L),
+    ("duration_seconds", D), ("last_checkpoint", T),
+)  # fmt: skip
+REFRESH_TABLE_STATE = _schema(
+    ("table_name", S), ("current_status", S), ("last_trigger_time", T), ("last_success_time", T),
+    ("trigger_interval_secs", L), ("last_run_id", L), ("rows_inserted", L), ("rows_updated", L),
+    ("rows_deleted", L),
+)  # fmt: skip
+TASKS = _schema(
+    ("mv_name", S), ("schedule", S), ("next_fire_time", T), ("last_fire_time", T),
+    ("suspended", B), ("consecutive_failures", L), ("pending_requests", L),
+)  # fmt: skip
+
+
+def _progress_text(run: Any) -> str:
+    return f"{run.chunks_done}/{run.chunks_planned} chunks, {run.rows_written} rows"
+
+
+def materialized_views_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    """Rows of ``sparkmv.materialized_views``."""
+    names = [f.name for f in MATERIALIZED_VIEWS.fields]
+    return [tuple(asdict(st)[n] for n in names) for st in statuses(rt)]
+
+
+def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    """Rows of ``sparkmv.task_runs``, newest first."""
+    with rt.catalog.transaction() as s:
+        runs = rt.catalog.runs.list(s)
+    return [
+        (
+            r.run_id, r.object_name, r.trigger, r.mode, r.mode_reason, r.state, r.created, r.started,
+            r.finished, r.error, r.partitions_planned, r.partitions_done, r.chunks_planned, r.chunks_done,
+            r.rows_written, _progress_text(r), r.attempts, r.priority, r.publish,
+            r.rows_inserted, r.rows_updated, r.rows_deleted,
+        )  # fmt: skip
+        for r in runs
+    ]
+
+
+def refresh_progress_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    """Rows of ``sparkmv.refresh_progress`` (one per chunk; ``vnode`` for refreshable tables)."""
+    with rt.catalog.transaction() as s:
+        runs = rt.catalog.runs.list(s, limit=200)
+        out = []
+        for r in runs:
+            for c in rt.catalog.runs.chunks(s, r.run_id):
+                parts = c.partitions or []
+                vnode = int(parts[0]) if len(parts) == 1 and isinstance(parts[0], int) else None
+                out.append(
+                    (
+                        c.run_id, c.chunk_id, vnode, ",".join("NULL" if p is None else str(p) for p in parts),
+                        c.is_completed, c.processed_rows, c.bytes_written, c.files_written, c.attempts,
+                        c.duration_seconds, c.last_checkpoint,
+                    )  # fmt: skip
+                )
+    return out
+
+
+def _refreshable_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    with rt.catalog.transaction() as s:
+        rows = rt.catalog.objects.list(s, ObjectKind.REFRESHABLE_TABLE)
+        out = []
+        for t in rows:
+            last = rt.catalog.runs.get(s, t.last_success_run_id) if t.last_success_run_id else None
+            interval = (t.options or {}).get("refresh_interval_sec")
+            out.append(
+                (
+                    ObjectName(t.namespace, t.name).display, t.state, t.last_trigger_time, t.last_success_time,
+                    int(interval) if interval else None, t.last_run_id,
+                    last.rows_inserted if last else 0, last.rows_updated if last else 0,
+                    last.rows_deleted if last else 0,
+                )  # fmt: skip
+            )
+    return out
+
+
+def _tasks_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    from sparkmv.catalog import RunState
+
+    with rt.catalog.transaction() as s:
+        rows: list[ObjectRow] = rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW)
+        out = []
+        for r in rows:
+            pending = sum(1 for run in rt.catalog.runs.list(s, r.id, limit=50) if run.state == RunState.PENDING)
+            out.append(
+                (
+                    ObjectName(r.namespace, r.name).display, r.refresh_scheme, r.next_fire_time,
+                    r.last_fire_time, r.suspended, r.consecutive_failures, pending,
+                )  # fmt: skip
+            )
+    return out
+
+
+SYSTEM_TABLES: dict[str, tuple[StructType, Callable[[Runtime], list[tuple[Any, ...]]]]] = {
+    "materialized_views": (MATERIALIZED_VIEWS, materialized_views_rows),
+    "task_runs": (TASK_RUNS, task_runs_rows),
+    "refresh_progress": (REFRESH_PROGRESS, refresh_progress_rows),
+    "refresh_table_state": (REFRESH_TABLE_STATE, _refreshable_rows),
+    "tasks": (TASKS, _tasks_rows),
+}
+
+
+def system_table(rt: Runtime, name: str) -> DataFrame:
+    """The DataFrame of system table ``sparkmv.<name>``.
+
+    Raises:
+        KeyError: when there is no such system table.
+    """
+    schema, rows = SYSTEM_TABLES[name]
+    return rt.spark.createDataFrame(rows(rt), schema)

@@ -1,0 +1,130 @@
+"""TPC-H test data: generate with ``tpchgen-cli`` and lay out as Hive-partitioned Parquet.
+
+``lineitem`` is partitioned by ship month and ``orders`` by order month (``yyyy-MM``
+string columns ``l_shipmonth`` / ``o_ordermonth``); ``customer`` is unpartitioned.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from sparkmv.errors import SourceError
+
+
+@dataclass(frozen=True)
+class TpchLayout:
+    """Directories of the partitioned TPC-H tables."""
+
+    root: Path
+
+    @property
+    def lineitem(self) -> Path:
+        return self.root / "lineitem"
+
+    @property
+    def orders(self) -> Path:
+        return self.root / "orders"
+
+    @property
+    def customer(self) -> Path:
+        return self.root / "customer"
+
+
+def _tpchgen() -> str:
+    exe = Path(sys.executable).with_name("tpchgen-cli")
+    found = str(exe) if exe.exists() else shutil.which("tpchgen-cli")
+    if not found:
+        raise SourceError("tpchgen-cli is not installed (pip install tpchgen-cli)")
+    return found
+
+
+def generate_raw(raw: Path, scale_factor: float) -> None:
+    """Run ``tpchgen-cli parquet`` for lineitem, orders and customer (skipped if present)."""
+    if all((raw / f"{t}.parquet").exists() for t in ("lineitem", "orders", "customer")):
+        return
+    raw.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [_tpchgen(), "parquet", "-s", str(scale_factor), "--tables", "lineitem,orders,customer", "--output-dir", str(raw)],
+        check=True,
+        capture_output=True,
+    )
+
+
+def prepare(spark: SparkSession, data_dir: Path, scale_factor: float) -> TpchLayout:
+    """Generate (if needed) and partition TPC-H at ``scale_factor`` under ``data_dir``.
+
+    Returns the layout; each partitioned directory is written once and reused.
+    """
+    base = data_dir / f"sf{scale_factor:g}"
+    raw = base / "raw"
+    generate_raw(raw, scale_factor)
+    layout = TpchLayout(base / "partitioned")
+    if not (layout.lineitem / "_SUCCESS").exists():
+        (
+            spark.read.parquet(str(raw / "lineitem.parquet"))
+            .withColumn("l_shipmonth", F.date_format("l_shipdate", "yyyy-MM"))
+            .repartition("l_shipmonth")
+            .write.mode("overwrite")
+            .partitionBy("l_shipmonth")
+            .parquet(str(layout.lineitem))
+        )
+    if not (layout.orders / "_SUCCESS").exists():
+        (
+            spark.read.parquet(str(raw / "orders.parquet"))
+            .withColumn("o_ordermonth", F.date_format("o_orderdate", "yyyy-MM"))
+            .repartition("o_ordermonth")
+            .write.mode("overwrite")
+            .partitionBy("o_ordermonth")
+            .parquet(str(layout.orders))
+        )
+    if not (layout.customer / "_SUCCESS").exists():
+        spark.read.parquet(str(raw / "customer.parquet")).coalesce(1).write.mode("overwrite").parquet(
+            str(layout.customer)
+        )
+    return layout
+
+
+Q1_PRICING_SUMMARY = """
+SELECT l_shipmonth, l_returnflag, l_linestatus,
+       sum(l_quantity) AS sum_qty,
+       sum(l_extendedprice) AS sum_base_price,
+       sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price,
+       sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge,
+       avg(l_quantity) AS avg_qty,
+       avg(l_extendedprice) AS avg_price,
+       avg(l_discount) AS avg_disc,
+       count(*) AS count_order
+FROM lineitem
+GROUP BY l_shipmonth, l_returnflag, l_linestatus
+""".strip()
+
+REVENUE_BY_SHIPMODE = """
+SELECT l_shipmonth, l_shipmode,
+       sum(l_extendedprice * (1 - l_discount)) AS revenue,
+       count(*) AS line_count
+FROM lineitem
+GROUP BY l_shipmonth, l_shipmode
+""".strip()
+
+SEGMENT_REVENUE = """
+SELECT o.o_ordermonth, c.c_mktsegment,
+       count(DISTINCT o.o_orderkey) AS order_count,
+       sum(l.l_extendedprice * (1 - l.l_discount)) AS revenue
+FROM orders o
+JOIN lineitem l ON l.l_orderkey = o.o_orderkey
+JOIN customer c ON c.c_custkey = o.o_custkey
+GROUP BY o.o_ordermonth, c.c_mktsegment
+""".strip()
+
+DEMO_MVS = {
+    "q1_pricing_summary": ("l_shipmonth", Q1_PRICING_SUMMARY, {"partition_refresh_strategy": "STRICT", "partition_refresh_number": "12"}),
+    "revenue_by_shipmode": ("l_shipmonth", REVENUE_BY_SHIPMODE, {}),
+    "segment_revenue": ("o_ordermonth", SEGMENT_REVENUE, {}),
+}

@@ -1,0 +1,71 @@
+"""Object names: ``name`` or ``namespace.name``, plain identifiers only.
+
+Names reach the warehouse as directory names, so anything but ``[A-Za-z_][A-Za-z0-9_]*``
+is refused (no quoting tricks, no path characters).
+
+>>> ObjectName.parse("lineitem")
+ObjectName(namespace='default', name='lineitem')
+>>> ObjectName.parse("Sales.Q1_Summary").qualified
+'sales.q1_summary'
+>>> ObjectName.parse("../etc")
+Traceback (most recent call last):
+...
+sparkmv.errors.InvalidNameError: invalid name '../etc': use letters, digits and _ (optionally namespace.name)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sparkmv.errors import InvalidNameError
+
+DEFAULT_NAMESPACE = "default"
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+RESERVED_NAMESPACES = frozenset({"sparkmv"})
+
+
+def is_identifier(text: str) -> bool:
+    """True when ``text`` is a plain identifier (letters, digits, underscore)."""
+    return bool(_IDENT.match(text))
+
+
+@dataclass(frozen=True, order=True)
+class ObjectName:
+    """A qualified object name, lower-cased (SQL identifiers are case-insensitive)."""
+
+    namespace: str
+    name: str
+
+    @classmethod
+    def parse(cls, text: str, *, allow_reserved: bool = False) -> ObjectName:
+        """Parse ``name`` or ``namespace.name``.
+
+        Raises:
+            InvalidNameError: when a part is not a plain identifier, or the namespace is
+                reserved (``sparkmv`` holds the system tables).
+        """
+        parts = text.strip().split(".")
+        if len(parts) > 2 or not all(is_identifier(p) for p in parts):
+            raise InvalidNameError(
+                f"invalid name {text!r}: use letters, digits and _ (optionally namespace.name)"
+            )
+        if len(parts) == 1:
+            return cls(DEFAULT_NAMESPACE, parts[0].lower())
+        ns = parts[0].lower()
+        if ns in RESERVED_NAMESPACES and not allow_reserved:
+            raise InvalidNameError(f"invalid name {text!r}: namespace {ns!r} is reserved")
+        return cls(ns, parts[1].lower())
+
+    @property
+    def qualified(self) -> str:
+        """``namespace.name``."""
+        return f"{self.namespace}.{self.name}"
+
+    @property
+    def display(self) -> str:
+        """The name as users wrote it when in the default namespace, else qualified."""
+        return self.name if self.namespace == DEFAULT_NAMESPACE else self.qualified
+
+    def __str__(self) -> str:
+        return self.display

@@ -1,0 +1,63 @@
+"""Computing one chunk with Spark: bind the pinned base tables, filter to the chunk's
+partitions, write the result to staging."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkmv.analysis.query import bind_tables, filter_partitions
+from sparkmv.names import ObjectName
+from sparkmv.refresh.context import MvDefinition
+from sparkmv.refresh.planner import Chunk
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources.pinned import PinnedTable
+from sparkmv.sources.resolve import read_pinned
+from sparkmv.storage.files import StagedOutput, write_staged
+from sparkmv.storage.schema import arrow_to_spark, normalize_for_iceberg
+
+
+def chunk_dataframe(
+    rt: Runtime,
+    mv: MvDefinition,
+    pinned: dict[str, PinnedTable],
+    chunk: Chunk,
+    restrict: dict[str, set[str]],
+    tag: str,
+) -> DataFrame:
+    """The rows of ``chunk``: the defining query over the pinned files, reading only the
+    base partitions in ``restrict`` for reference tables, filtered to the chunk's MV
+    partitions, with columns cast to the MV table's schema."""
+    spark = rt.spark
+    views: dict[ObjectName, str] = {}
+    for i, (table, p) in enumerate(sorted(pinned.items())):
+        view = f"__smv_{tag}_{i}"
+        read_pinned(spark, p, restrict.get(table)).createOrReplaceTempView(view)
+        views[ObjectName.parse(table, allow_reserved=True)] = view
+    sql = bind_tables(mv.query, views)
+    if chunk.partitions is not None and mv.partition_by:
+        sql = filter_partitions(sql, mv.partition_by, chunk.partitions)
+    df = normalize_for_iceberg(spark.sql(sql))
+    target = arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
+    by_name = {f.name.lower(): f.name for f in df.schema.fields}
+    return df.select(*[F.col(f"`{by_name[f.name.lower()]}`").cast(f.dataType).alias(f.name) for f in target.fields])
+
+
+def compute_chunk(
+    rt: Runtime,
+    mv: MvDefinition,
+    pinned: dict[str, PinnedTable],
+    chunk: Chunk,
+    restrict: dict[str, set[str]],
+    directory: Path,
+    tag: str,
+) -> StagedOutput:
+    """Compute ``chunk`` and write it under ``directory``; returns the staged files."""
+    df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag)
+    try:
+        return write_staged(df, directory, mv.partition_by)
+    finally:
+        for i in range(len(pinned)):
+            rt.spark.catalog.dropTempView(f"__smv_{tag}_{i}")

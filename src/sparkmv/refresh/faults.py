@@ -1,0 +1,54 @@
+"""Fault injection for crash tests: die at a named point of the refresh lifecycle.
+
+Configured by ``SPARKMV_FAULT=<point>[:<chunk>]`` and ``SPARKMV_FAULT_MODE=exit|kill``
+(``os._exit(17)`` or ``SIGKILL`` to itself), read once when the runtime is built and passed
+down as a :class:`FaultInjector`. Points: ``after_chunk_staged``,
+``before_progress_recorded``, ``after_progress_recorded``, ``before_publish``,
+``after_publish``, ``during_cleanup``, ``during_load``, ``during_merge``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from dataclasses import dataclass
+
+POINTS = (
+    "after_chunk_staged",
+    "before_progress_recorded",
+    "after_progress_recorded",
+    "before_publish",
+    "after_publish",
+    "during_cleanup",
+    "during_load",
+    "during_merge",
+)
+
+
+@dataclass(frozen=True)
+class FaultInjector:
+    """Kills the process at ``point`` (for chunk ``chunk`` when given)."""
+
+    point: str | None = None
+    chunk: int | None = None
+    mode: str = "exit"
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None) -> FaultInjector:
+        """Read ``SPARKMV_FAULT`` / ``SPARKMV_FAULT_MODE``; an inactive injector when unset."""
+        environ = os.environ if env is None else env
+        spec = environ.get("SPARKMV_FAULT")
+        if not spec:
+            return cls()
+        point, _, chunk = spec.partition(":")
+        if point not in POINTS:
+            raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS)}")
+        return cls(point, int(chunk) if chunk else None, environ.get("SPARKMV_FAULT_MODE", "exit"))
+
+    def hit(self, point: str, chunk: int | None = None) -> None:
+        """Die here when configured for ``point`` (and ``chunk``)."""
+        if self.point != point or (self.chunk is not None and chunk != self.chunk):
+            return
+        if self.mode == "kill":
+            os.kill(os.getpid(), signal.SIGKILL)
+        os._exit(17)

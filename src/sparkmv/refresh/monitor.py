@@ -1,0 +1,85 @@
+"""RunMonitor: a background thread that renews the run's lease and reads control commands.
+
+Every ``poll_seconds`` it reads the control commands of the run; every
+``lease_renew_seconds`` it renews the lease with a compare-and-set. On CANCEL, or when
+the lease is lost, it cancels the run's Spark job group at once, so a long chunk stops
+within seconds; the executor sees the flags between chunks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from sparkmv.catalog import Catalog, ControlCommand
+
+
+class RunMonitor:
+    """Lease heartbeat and control-command reader of one running refresh."""
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        object_id: int,
+        run_id: int,
+        owner: str,
+        lease_renew_seconds: float,
+        lease_timeout_seconds: float,
+        on_stop: Callable[[], None],
+        poll_seconds: float = 0.5,
+    ) -> None:
+        self.catalog = catalog
+        self.object_id = object_id
+        self.run_id = run_id
+        self.owner = owner
+        self.renew_every = lease_renew_seconds
+        self.lease_seconds = lease_timeout_seconds
+        self.poll_seconds = poll_seconds
+        self.on_stop = on_stop
+        self.cancelled = False
+        self.paused = False
+        self.lease_lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name=f"sparkmv-run-{run_id}", daemon=True)
+
+    def start(self) -> RunMonitor:
+        """Start the thread; returns self."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop the thread (waits for it)."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=10)
+
+    def check_commands(self) -> None:
+        """Read the control commands now (also called between chunks)."""
+        with self.catalog.transaction() as s:
+            commands = self.catalog.control.commands(s, self.run_id)
+        if ControlCommand.CANCEL in commands and not self.cancelled:
+            self.cancelled = True
+            self.on_stop()
+        pauses = [c for c in commands if c in (ControlCommand.PAUSE, ControlCommand.RESUME)]
+        self.paused = bool(pauses) and pauses[-1] == ControlCommand.PAUSE
+
+    def renew(self) -> bool:
+        """Renew the lease now; False (and ``lease_lost``) when it is no longer ours."""
+        with self.catalog.transaction() as s:
+            ok = self.catalog.objects.renew_lease(s, self.object_id, self.run_id, self.owner, self.lease_seconds)
+        if not ok and not self.lease_lost:
+            self.lease_lost = True
+            self.on_stop()
+        return ok
+
+    def _loop(self) -> None:
+        last_renew = time.monotonic()
+        while not self._stop.wait(self.poll_seconds):
+            try:
+                self.check_commands()
+                if time.monotonic() - last_renew >= self.renew_every:
+                    self.renew()
+                    last_renew = time.monotonic()
+            except Exception:  # noqa: BLE001 - a transient catalog error must not kill the heartbeat
+                continue

@@ -1,0 +1,387 @@
+"""The refresh planner: which MV partitions to refresh, in which mode, cut into chunks.
+
+Plain Python over the pinned input and the version map; no Spark, no catalog. The plan
+is stored in the run, so a resumed run executes exactly the same chunks.
+
+Modes (``refresh_mode``): FULL recomputes everything; PCT recomputes the MV partitions
+whose base partitions changed (partition change tracking, as StarRocks); AUTO picks PCT
+when the partition lineage is known and the MV was refreshed before, else FULL. A plan
+with nothing to do has mode ``SKIP`` and reason ``up to date``.
+
+Strategies (``partition_refresh_strategy``), as StarRocks': STRICT puts
+``partition_refresh_number`` partitions in each chunk; ADAPTIVE adds partitions to a
+chunk while its base rows and bytes stay under ``mv_max_rows_per_refresh`` /
+``mv_max_bytes_per_refresh`` (at least one per chunk); FORCE refreshes every partition in
+range, changed or not.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import date, datetime
+from typing import Any
+
+from sparkmv.analysis.lineage import Lineage
+from sparkmv.refresh.properties import MvProperties
+from sparkmv.sources.pinned import PinnedTable, partition_values
+
+PartitionValue = str | None
+
+
+def sort_key(value: PartitionValue) -> tuple[int, Any]:
+    """Order partition values: NULL first, numbers numerically, text lexically.
+
+    >>> sorted(["10", "9", None], key=sort_key)
+    [None, '9', '10']
+    """
+    if value is None:
+        return (0, 0)
+    try:
+        return (1, float(value))
+    except ValueError:
+        return (2, value)
+
+
+@dataclass(frozen=True)
+class RefreshRequest:
+    """What the user asked for.
+
+    Attributes:
+        force: refresh every partition in range, changed or not.
+        start / end: partition range, start inclusive, end exclusive (None = open).
+        automatic: True for scheduler-driven refreshes (``auto_refresh_partitions_limit``).
+    """
+
+    force: bool = False
+    start: str | None = None
+    end: str | None = None
+    automatic: bool = False
+
+    def in_range(self, value: PartitionValue) -> bool:
+        """True when ``value`` is inside [start, end)."""
+        if self.start is None and self.end is None:
+            return True
+        if value is None:
+            return False
+        if self.start is not None and sort_key(value) < sort_key(self.start):
+            return False
+        return not (self.end is not None and sort_key(value) >= sort_key(self.end))
+
+
+@dataclass
+class Chunk:
+    """One unit of work: MV partition values (None = the whole MV) and base cost."""
+
+    partitions: list[PartitionValue] | None
+    base_bytes: int = 0
+    base_rows: int = 0
+
+
+@dataclass
+class Plan:
+    """The plan of one run (JSON-able through :meth:`to_json`).
+
+    Attributes:
+        mode: FULL, PCT or SKIP.
+        reason: why this mode (and, for SKIP, ``up to date``).
+        chunks: the chunks, in execution order.
+        replace_all: publish replaces the whole MV (FULL) rather than listed partitions.
+        drop_partitions: MV partitions removed without recomputation (TTL, retention).
+        changed_base_partitions: qualified base table -> changed partition paths.
+        partition_reasons: MV partition (text, ``<all>`` for the whole MV) -> why refreshed.
+        consumed: qualified base table -> partition paths whose versions the run records on
+            success (``["*"]`` = every pinned partition).
+    """
+
+    mode: str
+    reason: str
+    chunks: list[Chunk] = field(default_factory=list)
+    replace_all: bool = False
+    drop_partitions: list[PartitionValue] = field(default_factory=list)
+    changed_base_partitions: dict[str, list[str]] = field(default_factory=dict)
+    partition_reasons: dict[str, str] = field(default_factory=dict)
+    consumed: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def partitions(self) -> list[PartitionValue]:
+        """Every MV partition refreshed by the plan (empty for whole-MV chunks)."""
+        return [p for c in self.chunks for p in (c.partitions or [])]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form (stored in the run)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Plan:
+        """Inverse of :meth:`to_json`."""
+        chunks = [Chunk(**c) for c in data.get("chunks", [])]
+        return cls(**{**data, "chunks": chunks})
+
+
+@dataclass(frozen=True)
+class PlanInput:
+    """Everything the planner reads.
+
+    Attributes:
+        partition_by: MV partition column, or None for an unpartitioned MV.
+        lineage: partition lineage of the MV.
+        pinned: qualified base table -> pinned input.
+        version_map: (base table, partition path) -> version consumed last time.
+        mv_partitions: MV partitions currently published (values).
+        refreshed_before: True when the MV has had a successful refresh.
+        properties: the MV's properties.
+        request: the user's request.
+        today: the date partition TTL is measured from.
+    """
+
+    partition_by: str | None
+    lineage: Lineage
+    pinned: dict[str, PinnedTable]
+    version_map: dict[tuple[str, str], str]
+    mv_partitions: set[PartitionValue]
+    refreshed_before: bool
+    properties: MvProperties
+    request: RefreshRequest = field(default_factory=RefreshRequest)
+    today: date = field(default_factory=lambda: datetime.now().date())
+
+
+def changed_partitions(pinned: PinnedTable, version_map: dict[tuple[str, str], str]) -> list[str]:
+    """Partition paths of ``pinned`` that appeared, disappeared or changed version."""
+    consumed = {path: v for (table, path), v in version_map.items() if table == pinned.name}
+    current = pinned.versions()
+    return sorted(p for p in set(consumed) | set(current) if consumed.get(p) != current.get(p))
+
+
+def _mv_value(inp: PlanInput, table: str, path: str) -> PartitionValue:
+    mapping = inp.lineage.mappings[table]
+    return mapping.transform.apply(partition_values(path).get(mapping.base_column))
+
+
+def _image(inp: PlanInput) -> dict[PartitionValue, list[tuple[str, str]]]:
+    """MV partition -> the reference base partitions (table, path) that feed it."""
+    out: dict[PartitionValue, list[tuple[str, str]]] = {}
+    for table in inp.lineage.mappings:
+        pinned = inp.pinned.get(table)
+        if pinned is None:
+            continue
+        for path in pinned.partitions:
+            out.setdefault(_mv_value(inp, table, path), []).append((table, path))
+    return out
+
+
+def _ttl_cutoff(inp: PlanInput) -> str | None:
+    ttl = inp.properties.partition_ttl
+    if ttl is None:
+        return None
+    n, unit = ttl
+    d = inp.today
+    if unit == "DAY":
+        from datetime import timedelta
+
+        return (d - timedelta(days=n)).isoformat()
+    months = d.year * 12 + (d.month - 1) - (n if unit == "MONTH" else 12 * n)
+    return date(months // 12, months % 12 + 1, 1).isoformat()
+
+
+def _expired(value: PartitionValue, cutoff: str | None) -> bool:
+    # Partition values of date-like MVs are yyyy, yyyy-MM or yyyy-MM-dd text: comparing the
+    # common prefix with the cutoff date decides whether the whole partition is older.
+    if cutoff is None or value is None:
+        return False
+    text = str(value)
+    return text < cutoff[: len(text)] if len(text) >= 4 and text[:4].isdigit() else False
+
+
+def plan_refresh(inp: PlanInput) -> Plan:
+    """Decide mode, partitions and chunks for one refresh of one MV.
+
+    >>> from sparkmv.sources.pinned import PinnedPartition
+    >>> pinned = {"default.t": PinnedTable("default.t", "parquet", "{}", [],
+    ...           {"": PinnedPartition(["f"], "v1")})}
+    >>> p = plan_refresh(PlanInput(None, Lineage({}), pinned, {("default.t", ""): "v1"}, set(), True,
+    ...                            MvProperties()))
+    >>> (p.mode, p.reason, len(p.chunks))
+    ('SKIP', 'up to date', 0)
+    """
+    props = inp.properties
+    excluded = set(props.excluded_refresh_tables)
+    changes = {t: changed_partitions(p, inp.version_map) for t, p in inp.pinned.items()}
+    changes = {t: c for t, c in changes.items() if c}
+    considered = {t: c for t, c in changes.items() if t not in excluded}
+    all_consumed = {t: ["*"] for t in inp.pinned}
+    strategy_force = props.partition_refresh_strategy == "FORCE"
+    force = inp.request.force or strategy_force
+
+    partitioned = inp.partition_by is not None and inp.lineage.known
+    mode = props.refresh_mode
+    if mode in ("AUTO", "INCREMENTAL"):
+        mode = "PCT" if partitioned else "FULL"
+        auto_reason = (
+            "AUTO: partition lineage known"
+            if partitioned
+            else (
+                "AUTO: unpartitioned MV"
+                if inp.partition_by is None
+                else f"AUTO: partition lineage unknown ({inp.lineage.reason})"
+            )
+        )
+    else:
+        auto_reason = f"refresh_mode = {mode}"
+    if mode == "PCT" and not partitioned:
+        mode, auto_reason = "FULL", f"PCT impossible: {inp.lineage.reason or 'unpartitioned MV'}"
+
+    if not inp.refreshed_before:
+        return _full_plan(inp, "first refresh", changes, all_consumed)
+    if not considered and not force:
+        return Plan("SKIP", "up to date", changed_base_partitions=changes, consumed=_excluded(changes, excluded))
+    if mode == "FULL":
+        why = auto_reason if considered else "FORCE"
+        if considered:
+            why += "; changed: " + ", ".join(f"{t} ({len(c)} partitions)" for t, c in sorted(considered.items()))
+        return _full_plan(inp, why, changes, all_consumed)
+
+    # PCT: map changed reference partitions onto MV partitions.
+    image = _image(inp)
+    universe = set(image) | set(inp.mv_partitions)
+    cutoff = _ttl_cutoff(inp)
+    expired = sorted((v for v in universe if _expired(v, cutoff)), key=sort_key)
+    universe -= set(expired)
+    reasons: dict[PartitionValue, str] = {}
+    non_reference = sorted(t for t in considered if t not in inp.lineage.mappings)
+    if force:
+        for v in universe:
+            reasons[v] = "FORCE"
+    elif non_reference:
+        for v in universe:
+            reasons[v] = f"non-reference table {', '.join(non_reference)} changed"
+    else:
+        for table, paths in considered.items():
+            for path in paths:
+                v = _mv_value(inp, table, path)
+                if v in universe or v in image:
+                    reasons.setdefault(v, f"{table} partition {path or '<all>'} changed")
+        for v in inp.mv_partitions - set(image) - set(expired):
+            reasons.setdefault(v, "no base data remains")
+    selected = sorted((v for v in reasons if inp.request.in_range(v)), key=sort_key)
+    if inp.request.automatic and props.auto_refresh_partitions_limit:
+        newest = sorted(universe, key=sort_key)[-props.auto_refresh_partitions_limit :]
+        selected = [v for v in selected if v in newest]
+    if not selected and not expired:
+        return Plan("SKIP", "up to date", changed_base_partitions=changes, consumed=_excluded(changes, excluded))
+    chunks = _cut(selected, image, inp)
+    chosen = set(selected)
+    everything = chosen >= universe
+    consumed: dict[str, list[str]] = {}
+    for table in inp.pinned:
+        if table in excluded or (table not in inp.lineage.mappings and everything):
+            consumed[table] = ["*"]
+        elif table in inp.lineage.mappings:
+            old_paths = {p for (t, p) in inp.version_map if t == table}
+            paths = set(inp.pinned[table].partitions) | old_paths
+            consumed[table] = sorted(p for p in paths if _mv_value(inp, table, p) in chosen)
+    return Plan(
+        "PCT",
+        auto_reason,
+        chunks=chunks,
+        replace_all=False,
+        drop_partitions=expired,
+        changed_base_partitions=changes,
+        partition_reasons={_label(v): reasons[v] for v in selected},
+        consumed=consumed,
+    )
+
+
+def _excluded(changes: dict[str, list[str]], excluded: set[str]) -> dict[str, list[str]]:
+    # Changes of excluded tables are consumed without a refresh, so they are not reported
+    # as stale forever.
+    return {t: ["*"] for t in changes if t in excluded}
+
+
+def _label(value: PartitionValue) -> str:
+    return "NULL" if value is None else value
+
+
+def _full_plan(inp: PlanInput, reason: str, changes: dict[str, list[str]], consumed: dict[str, list[str]]) -> Plan:
+    if inp.partition_by is None or not inp.lineage.known:
+        return Plan(
+            "FULL",
+            reason,
+            chunks=[Chunk(None, *_total_cost(inp))],
+            replace_all=True,
+            changed_base_partitions=changes,
+            partition_reasons={"<all>": reason},
+            consumed=consumed,
+        )
+    image = _image(inp)
+    cutoff = _ttl_cutoff(inp)
+    values = sorted((v for v in image if not _expired(v, cutoff)), key=sort_key)
+    if inp.request.start is not None or inp.request.end is not None:
+        values = [v for v in values if inp.request.in_range(v)]
+    chunks = _cut(values, image, inp) or [Chunk([], 0, 0)]
+    return Plan(
+        "FULL",
+        reason,
+        chunks=chunks,
+        replace_all=True,
+        changed_base_partitions=changes,
+        partition_reasons={_label(v): reason for v in values},
+        consumed=consumed,
+    )
+
+
+def _total_cost(inp: PlanInput) -> tuple[int, int]:
+    size = sum(p.bytes for t in inp.pinned.values() for p in t.partitions.values())
+    rows = sum(p.rows or 0 for t in inp.pinned.values() for p in t.partitions.values())
+    return size, rows
+
+
+def _cut(values: list[PartitionValue], image: dict[PartitionValue, list[tuple[str, str]]], inp: PlanInput) -> list[Chunk]:
+    props = inp.properties
+
+    def cost(v: PartitionValue) -> tuple[int, int]:
+        size = rows = 0
+        for table, path in image.get(v, []):
+            part = inp.pinned[table].partitions[path]
+            size += part.bytes
+            rows += part.rows if part.rows is not None else part.bytes // 100  # ~100 bytes a row
+        return size, rows
+
+    chunks: list[Chunk] = []
+    current = Chunk([], 0, 0)
+    for v in values:
+        size, rows = cost(v)
+        assert current.partitions is not None
+        if props.partition_refresh_strategy == "STRICT":
+            full = len(current.partitions) >= props.partition_refresh_number
+        else:
+            full = bool(current.partitions) and (
+                current.base_bytes + size > props.mv_max_bytes_per_refresh
+                or current.base_rows + rows > props.mv_max_rows_per_refresh
+            )
+        if full:
+            chunks.append(current)
+            current = Chunk([], 0, 0)
+        assert current.partitions is not None
+        current.partitions.append(v)
+        current.base_bytes += size
+        current.base_rows += rows
+    if current.partitions:
+        chunks.append(current)
+    return chunks
+
+
+def base_partitions_for(plan_chunk: Chunk, inp_lineage: Lineage, pinned: dict[str, PinnedTable]) -> dict[str, set[str]]:
+    """Reference table -> the pinned partition paths a chunk must read (others: all)."""
+    if plan_chunk.partitions is None:
+        return {}
+    wanted = set(plan_chunk.partitions)
+    out: dict[str, set[str]] = {}
+    for table, mapping in inp_lineage.mappings.items():
+        if table not in pinned:
+            continue
+        out[table] = {
+            path
+            for path in pinned[table].partitions
+            if mapping.transform.apply(partition_values(path).get(mapping.base_column)) in wanted
+        }
+    return out

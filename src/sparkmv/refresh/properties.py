@@ -1,0 +1,164 @@
+"""Materialized view properties: names, defaults, validation.
+
+Names follow StarRocks where it has one (``partition_refresh_number``,
+``mv_max_rows_per_refresh``, ``partition_ttl``, ``excluded_refresh_tables``, ...).
+
+>>> p = MvProperties.parse({"partition_refresh_number": "2", "refresh_mode": "pct"})
+>>> (p.partition_refresh_number, p.refresh_mode)
+(2, 'PCT')
+>>> MvProperties.parse({"colour": "red"})
+Traceback (most recent call last):
+...
+sparkmv.errors.InvalidPropertyError: unknown property 'colour'
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from sparkmv.errors import InvalidPropertyError
+
+GIB = 1024**3
+
+_ENUMS: dict[str, tuple[str, ...]] = {
+    "refresh_mode": ("FULL", "PCT", "AUTO", "INCREMENTAL"),
+    "partition_refresh_strategy": ("STRICT", "ADAPTIVE", "FORCE"),
+    "publish": ("ATOMIC", "PER_CHUNK"),
+}
+_INTS: dict[str, tuple[int, int]] = {
+    "partition_refresh_number": (1, 1_000_000),
+    "mv_max_rows_per_refresh": (1, 2**62),
+    "mv_max_bytes_per_refresh": (1, 2**62),
+    "auto_refresh_partitions_limit": (1, 1_000_000),
+    "lease_renew_seconds": (1, 3600),
+    "lease_timeout_seconds": (2, 86400),
+    "max_refresh_attempts": (1, 100),
+    "snapshot_retention_hours": (0, 100_000),
+    "max_consecutive_failures": (1, 1_000_000),
+    "task_priority": (0, 100),
+}
+_FLOATS: dict[str, tuple[float, float]] = {"throttle_chunks_per_minute": (0.0, 1e9)}
+_LISTS = ("excluded_refresh_tables", "excluded_trigger_tables")
+_STRINGS = ("partition_ttl", "partition_retention_condition", "session.*")
+_TTL = re.compile(r"^\s*(\d+)\s+(DAY|MONTH|YEAR)S?\s*$", re.IGNORECASE)
+
+KNOWN = set(_ENUMS) | set(_INTS) | set(_FLOATS) | set(_LISTS) | {"partition_ttl", "partition_retention_condition"}
+
+
+def validate(props: dict[str, str]) -> dict[str, str]:
+    """Check names and values; returns the normalised mapping (enum values upper-cased).
+
+    Raises:
+        InvalidPropertyError: for an unknown name or a value out of its domain.
+    """
+    out: dict[str, str] = {}
+    for raw_key, raw_value in props.items():
+        key = raw_key.strip().lower()
+        value = str(raw_value).strip()
+        if key in _ENUMS:
+            if value.upper() not in _ENUMS[key]:
+                raise InvalidPropertyError(
+                    f"property {key!r} must be one of {', '.join(_ENUMS[key])}, not {value!r}"
+                )
+            value = value.upper()
+        elif key in _INTS:
+            lo, hi = _INTS[key]
+            if not re.fullmatch(r"\d+", value) or not lo <= int(value) <= hi:
+                raise InvalidPropertyError(f"property {key!r} must be an integer from {lo} to {hi}, not {value!r}")
+        elif key in _FLOATS:
+            try:
+                number = float(value)
+            except ValueError:
+                number = -1.0
+            lo_f, hi_f = _FLOATS[key]
+            if not lo_f <= number <= hi_f:
+                raise InvalidPropertyError(f"property {key!r} must be a number >= {lo_f}, not {value!r}")
+        elif key in _LISTS:
+            value = ",".join(p.strip().lower() for p in value.split(",") if p.strip())
+        elif key == "partition_ttl":
+            if not _TTL.match(value):
+                raise InvalidPropertyError(
+                    f"property 'partition_ttl' must look like '<n> DAY|MONTH|YEAR', not {value!r}"
+                )
+        elif key == "partition_retention_condition":
+            pass
+        else:
+            raise InvalidPropertyError(f"unknown property {raw_key.strip()!r}")
+        out[key] = value
+    return out
+
+
+@dataclass(frozen=True)
+class MvProperties:
+    """Typed view of an MV's properties with defaults.
+
+    Attributes:
+        refresh_mode: FULL | PCT | AUTO.
+        partition_refresh_strategy: STRICT | ADAPTIVE | FORCE.
+        partition_refresh_number: MV partitions per chunk under STRICT.
+        mv_max_rows_per_refresh / mv_max_bytes_per_refresh: base rows / bytes per chunk
+            under ADAPTIVE (a chunk always takes at least one partition).
+        auto_refresh_partitions_limit: newest N partitions considered by automatic
+            refreshes (None = all).
+        partition_ttl: (n, unit) or None.
+        excluded_refresh_tables / excluded_trigger_tables: qualified names.
+        publish: ATOMIC | PER_CHUNK.
+        lease_renew_seconds / lease_timeout_seconds: lease heartbeat and expiry (seconds).
+        max_refresh_attempts: attempts of a run before it is FAILED.
+        throttle_chunks_per_minute: pace limit (0 = none).
+        snapshot_retention_hours: snapshots older than this are expired by vacuum.
+    """
+
+    refresh_mode: str = "AUTO"
+    partition_refresh_strategy: str = "ADAPTIVE"
+    partition_refresh_number: int = 8
+    mv_max_rows_per_refresh: int = 100_000_000
+    mv_max_bytes_per_refresh: int = 20 * GIB
+    auto_refresh_partitions_limit: int | None = None
+    partition_ttl: tuple[int, str] | None = None
+    partition_retention_condition: str | None = None
+    excluded_refresh_tables: tuple[str, ...] = ()
+    excluded_trigger_tables: tuple[str, ...] = ()
+    publish: str = "ATOMIC"
+    lease_renew_seconds: int = 10
+    lease_timeout_seconds: int = 60
+    max_refresh_attempts: int = 3
+    throttle_chunks_per_minute: float = 0.0
+    snapshot_retention_hours: int = 24
+    max_consecutive_failures: int = 10
+    task_priority: int = 0
+    raw: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, props: dict[str, Any]) -> MvProperties:
+        """Validate and type ``props``.
+
+        Raises:
+            InvalidPropertyError: see :func:`validate`.
+        """
+        p = validate({k: str(v) for k, v in props.items()})
+        kwargs: dict[str, Any] = {"raw": p}
+        for key in _ENUMS:
+            if key in p:
+                kwargs[key] = p[key]
+        for key in _INTS:
+            if key in p:
+                kwargs[key] = int(p[key])
+        if "throttle_chunks_per_minute" in p:
+            kwargs["throttle_chunks_per_minute"] = float(p["throttle_chunks_per_minute"])
+        for key in _LISTS:
+            if key in p:
+                kwargs[key] = tuple(_qualify(t) for t in p[key].split(",") if t)
+        if "partition_ttl" in p:
+            m = _TTL.match(p["partition_ttl"])
+            assert m is not None
+            kwargs["partition_ttl"] = (int(m.group(1)), m.group(2).upper())
+        if "partition_retention_condition" in p:
+            kwargs["partition_retention_condition"] = p["partition_retention_condition"]
+        return cls(**kwargs)
+
+
+def _qualify(name: str) -> str:
+    return name if "." in name else f"default.{name}"

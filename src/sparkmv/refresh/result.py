@@ -1,0 +1,63 @@
+"""RefreshRun: what a refresh returns to the caller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sparkmv.catalog.models import TaskRunRow
+
+
+@dataclass(frozen=True)
+class RefreshRun:
+    """The outcome (or current state) of one refresh run.
+
+    Attributes:
+        run_id: the run's id in ``sparkmv.task_runs``.
+        name: the refreshed object.
+        state: SUCCESS, SKIPPED, FAILED, CANCELLED, PENDING, MERGED, ...
+        mode: FULL, PCT or SKIP (None before planning); reason: why.
+        partitions_planned / partitions_done: MV partitions.
+        chunks_planned / chunks_done: chunks.
+        rows_written: rows staged by completed chunks.
+        duration_seconds: wall time from start to finish (seconds), when finished.
+        error: the error text of a failed run.
+    """
+
+    run_id: int
+    name: str
+    state: str
+    trigger: str
+    mode: str | None
+    reason: str | None
+    partitions_planned: int
+    partitions_done: int
+    chunks_planned: int
+    chunks_done: int
+    rows_written: int
+    duration_seconds: float | None
+    error: str | None
+    started: datetime | None
+    finished: datetime | None
+
+    @classmethod
+    def from_row(cls, row: TaskRunRow) -> RefreshRun:
+        """Build from a ``smv_task_runs`` row."""
+        duration = (row.finished - row.started).total_seconds() if row.finished and row.started else None
+        return cls(
+            run_id=row.run_id,
+            name=row.object_name,
+            state=row.state,
+            trigger=row.trigger,
+            mode=row.mode,
+            reason=row.mode_reason,
+            partitions_planned=row.partitions_planned,
+            partitions_done=row.partitions_done,
+            chunks_planned=row.chunks_planned,
+            chunks_done=row.chunks_done,
+            rows_written=row.rows_written,
+            duration_seconds=duration,
+            error=row.error,
+            started=row.started,
+            finished=row.finished,
+        )

@@ -1,0 +1,87 @@
+"""Runtime: the services one process uses (settings, catalog, Iceberg store, Spark).
+
+Spark starts lazily, on the first property access, so commands that only read the
+catalog (status, runs, cancel) never pay for a JVM.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from dataclasses import dataclass
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from sparkmv.catalog import Catalog
+from sparkmv.config import Settings
+from sparkmv.refresh.faults import FaultInjector
+from sparkmv.storage.iceberg import IcebergStore
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Identity of a lease holder: host, process id, process start time."""
+
+    host: str
+    pid: int
+    started: float
+
+    @classmethod
+    def current(cls) -> Owner:
+        """The owner identity of this process."""
+        return cls(socket.gethostname(), os.getpid(), _PROCESS_START)
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}:{int(self.started)}"
+
+    @property
+    def short(self) -> str:
+        """``host:pid``."""
+        return f"{self.host}:{self.pid}"
+
+
+_PROCESS_START = time.time()
+
+
+class Runtime:
+    """Services of one process. Build it once and pass it down."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        catalog: Catalog | None = None,
+        spark: SparkSession | None = None,
+        faults: FaultInjector | None = None,
+    ) -> None:
+        self.settings = settings
+        self.catalog = catalog or Catalog.open(settings.catalog_url)
+        self._spark = spark
+        self.faults = faults or FaultInjector.from_env()
+        self.owner = Owner.current()
+
+    @cached_property
+    def iceberg(self) -> IcebergStore:
+        """The Iceberg store on the same database as the catalog."""
+        return IcebergStore(self.settings.catalog_url, self.settings.warehouse, self.catalog.db.engine)
+
+    @property
+    def spark(self) -> SparkSession:
+        """The process's SparkSession (started on first use)."""
+        if self._spark is None:
+            from sparkmv.storage.spark import get_spark
+
+            self._spark = get_spark(self.settings.spark_master, self.settings.spark_conf)
+        return self._spark
+
+    @property
+    def has_spark(self) -> bool:
+        """True once Spark has been started (or was handed in)."""
+        return self._spark is not None
+
+    def close(self) -> None:
+        """Release catalog connections (Spark stays up for the process)."""
+        self.catalog.close()

@@ -1,0 +1,56 @@
+"""Vacuum: expire old snapshots and delete data files nothing references.
+
+Snapshots older than ``snapshot_retention_hours`` (default 24) are expired (the current
+one is always kept); then files under a table's ``data/`` directory that no remaining
+snapshot references are deleted, except the staging of runs that are still live.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from pathlib import Path
+
+from sparkmv.catalog import ObjectKind, RefreshState
+from sparkmv.catalog.clock import utcnow
+from sparkmv.names import ObjectName
+from sparkmv.refresh.properties import MvProperties
+from sparkmv.refresh.runtime import Runtime
+
+
+def vacuum(rt: Runtime) -> list[str]:
+    """Vacuum every MV and refreshable table; returns one line of report per table."""
+    with rt.catalog.transaction() as s:
+        rows = [r for r in rt.catalog.objects.list(s) if r.kind != ObjectKind.EXTERNAL_TABLE]
+    report = []
+    for row in rows:
+        name = ObjectName(row.namespace, row.name)
+        if not rt.iceberg.exists(name):
+            continue
+        props = MvProperties.parse(row.properties or {}) if row.kind == ObjectKind.MATERIALIZED_VIEW else MvProperties()
+        cutoff = utcnow() - timedelta(hours=props.snapshot_retention_hours)
+        expired = rt.iceberg.expire_snapshots(name, cutoff)
+        live_run = row.current_run_id if row.state != RefreshState.IDLE else None
+        deleted = _delete_unreferenced(rt, name, live_run)
+        report.append(f"{name}: expired {expired} snapshots, deleted {deleted} unreferenced files")
+    return report
+
+
+def _delete_unreferenced(rt: Runtime, name: ObjectName, live_run: int | None) -> int:
+    referenced = rt.iceberg.referenced_files(name)
+    data = Path(rt.iceberg.load(name).location().removeprefix("file://")) / "data"
+    if not data.is_dir():
+        return 0
+    deleted = 0
+    for run_dir in data.iterdir():
+        if live_run is not None and run_dir.name == f"run-{live_run}":
+            continue  # staging of the running refresh
+        for dirpath, _dirs, files in os.walk(run_dir):
+            for f in files:
+                path = os.path.join(dirpath, f)
+                if f.endswith(".parquet") and path not in referenced:
+                    os.remove(path)
+                    deleted += 1
+                elif not f.endswith(".parquet"):
+                    os.remove(path)  # Spark's _SUCCESS and .crc files
+    return deleted

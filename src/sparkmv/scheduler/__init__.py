@@ -1,0 +1,1 @@
+"""Scheduler: periodic and on-change triggers, ASYNC requests, DAG order, recovery."""

@@ -1,0 +1,1 @@
+"""Change detection and pinned reads per base-table kind (Parquet path, Iceberg, MV)."""

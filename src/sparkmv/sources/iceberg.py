@@ -1,0 +1,48 @@
+"""Iceberg base tables: materialized views (nested MVs) and any table of the catalog.
+
+The version of a partition is the id of the snapshot that last updated it (Iceberg
+partition metadata), as StarRocks tracks Iceberg base tables.
+"""
+
+from __future__ import annotations
+
+from pyiceberg.table import Table
+from pyspark.sql import DataFrame, SparkSession
+
+from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
+from sparkmv.storage.files import read_files
+from sparkmv.storage.iceberg import IcebergStore
+from sparkmv.storage.schema import arrow_to_spark, schema_from_json, schema_to_json
+
+
+def pin(name: str, table: Table) -> PinnedTable:
+    """Pin the current snapshot of ``table``: its files grouped by partition."""
+    schema_json = schema_to_json(arrow_to_spark(table.schema().as_arrow()))
+    column = IcebergStore.partition_column(table)
+    snap = table.current_snapshot()
+    if snap is None:
+        return PinnedTable(name, "iceberg", schema_json, [column] if column else [], {}, snapshot_id=None)
+    infos = {p.value: p for p in IcebergStore.partitions(table)}
+    files: dict[str, list[str]] = {}
+    for f in IcebergStore.data_files(table):
+        key = partition_path(column, f.partition) if column else UNPARTITIONED
+        files.setdefault(key, []).append(f.path)
+    partitions: dict[str, PinnedPartition] = {}
+    for value, info in infos.items():
+        key = partition_path(column, value) if column else UNPARTITIONED
+        partitions[key] = PinnedPartition(
+            files=sorted(files.get(key, [])),
+            version=str(info.last_updated_snapshot_id),
+            changed_at=info.last_updated_at,
+            bytes=info.size_bytes,
+            rows=info.record_count,
+        )
+    return PinnedTable(
+        name, "iceberg", schema_json, [column] if column else [], partitions, snapshot_id=snap.snapshot_id
+    )
+
+
+def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
+    """A DataFrame over the pinned snapshot's files (of ``partitions`` only, when given)."""
+    files = [f for key, p in pinned.partitions.items() if partitions is None or key in partitions for f in p.files]
+    return read_files(spark, files, schema_from_json(pinned.schema_json))

@@ -1,0 +1,106 @@
+"""External Parquet tables: a directory of Parquet files, optionally Hive-partitioned.
+
+Change detection lists the directory (no Spark): per partition, file count, total bytes,
+newest modification time and a hash of the sorted file names; a partition that appears,
+disappears or changes any of these is changed (as StarRocks does for Hive tables).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sparkmv.errors import SourceError
+from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable
+from sparkmv.storage.schema import schema_from_json, schema_to_json
+
+
+def _is_data_file(name: str) -> bool:
+    return not name.startswith(("_", ".")) and not name.endswith(".crc")
+
+
+def discover(spark: SparkSession, location: str) -> tuple[str, list[str]]:
+    """Schema JSON and partition columns of the Parquet data under ``location``.
+
+    Raises:
+        SourceError: when the location does not exist or holds no readable Parquet.
+    """
+    root = Path(location)
+    if not root.is_dir():
+        raise SourceError(f"LOCATION '{location}' does not exist or is not a directory")
+    partition_columns = _partition_columns(root)
+    try:
+        schema = spark.read.parquet(str(root)).schema
+    except Exception as exc:
+        raise SourceError(f"cannot read Parquet at '{location}': {_first_line(exc)}") from exc
+    return schema_to_json(schema), partition_columns
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def _partition_columns(root: Path) -> list[str]:
+    columns: list[str] = []
+    current = root
+    while True:
+        subdirs = sorted(d for d in current.iterdir() if d.is_dir() and "=" in d.name and _is_data_file(d.name))
+        if not subdirs:
+            return columns
+        columns.append(subdirs[0].name.split("=", 1)[0])
+        current = subdirs[0]
+
+
+def pin(name: str, location: str, schema_json: str, partition_columns: list[str]) -> PinnedTable:
+    """List the files of every partition now and pin them.
+
+    Raises:
+        SourceError: when the location vanished.
+    """
+    root = Path(location)
+    if not root.is_dir():
+        raise SourceError(f"base table '{name}': LOCATION '{location}' no longer exists")
+    depth = len(partition_columns)
+    groups: dict[str, list[tuple[str, int, int]]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if _is_data_file(d)]
+        rel = os.path.relpath(dirpath, root)
+        parts = [] if rel == "." else rel.split(os.sep)
+        if len(parts) != depth:
+            continue
+        key = "/".join(parts) if depth else UNPARTITIONED
+        for fn in filenames:
+            if not _is_data_file(fn):
+                continue
+            st = os.stat(os.path.join(dirpath, fn))
+            groups.setdefault(key, []).append((os.path.join(dirpath, fn), st.st_size, st.st_mtime_ns))
+    partitions: dict[str, PinnedPartition] = {}
+    for key, files in sorted(groups.items()):
+        files.sort()
+        names_hash = hashlib.sha1("\n".join(os.path.basename(f[0]) for f in files).encode()).hexdigest()[:12]
+        total = sum(f[1] for f in files)
+        newest = max(f[2] for f in files)
+        partitions[key] = PinnedPartition(
+            files=[f[0] for f in files],
+            version=f"n={len(files)};b={total};m={newest};h={names_hash}",
+            changed_at=newest / 1e9,
+            bytes=total,
+        )
+    return PinnedTable(name, "parquet", schema_json, list(partition_columns), partitions, location=location)
+
+
+def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
+    """A DataFrame over the pinned files (of ``partitions`` only, when given).
+
+    Partition columns come from the Hive directory names with the stored schema's types.
+    """
+    schema = schema_from_json(pinned.schema_json)
+    files = [
+        f for key, p in pinned.partitions.items() if partitions is None or key in partitions for f in p.files
+    ]
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).option("basePath", pinned.location or "").parquet(*files)

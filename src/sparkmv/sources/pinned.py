@@ -1,0 +1,102 @@
+"""Pinned input: the exact files of every base partition a run reads.
+
+A run pins its input once, at plan time, and stores it in the run's plan; every chunk,
+also after a resume, reads exactly these files. Plain Python (no Spark), JSON-able.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+UNPARTITIONED = ""
+
+
+@dataclass(frozen=True)
+class PinnedPartition:
+    """One base partition as pinned.
+
+    Attributes:
+        files: absolute paths or URIs of its data files.
+        version: opaque version (Parquet: ``n=<files>;b=<bytes>;m=<newest mtime ns>;h=<names
+            hash>``; Iceberg: the last-updated snapshot id).
+        changed_at: epoch seconds of the newest change, if known.
+        bytes: total size in bytes; rows: row count when known (Iceberg), else None.
+    """
+
+    files: list[str]
+    version: str
+    changed_at: float | None = None
+    bytes: int = 0
+    rows: int | None = None
+
+
+@dataclass(frozen=True)
+class PinnedTable:
+    """One base table as pinned by a run.
+
+    Attributes:
+        name: qualified base table name.
+        kind: ``parquet`` or ``iceberg`` (Iceberg tables and MVs).
+        schema_json: Spark schema JSON used to read the files.
+        partition_columns: Hive/identity partition columns, outermost first.
+        partitions: partition path (``col=value[/col2=value2]``, ``""`` unpartitioned) ->
+            pinned partition.
+        location: base directory for Parquet tables (Spark's ``basePath``).
+        snapshot_id: pinned snapshot for Iceberg tables.
+    """
+
+    name: str
+    kind: str
+    schema_json: str
+    partition_columns: list[str]
+    partitions: dict[str, PinnedPartition] = field(default_factory=dict)
+    location: str | None = None
+    snapshot_id: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-able dict (stored in the run's plan)."""
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> PinnedTable:
+        """Inverse of :meth:`to_json`."""
+        parts = {k: PinnedPartition(**v) for k, v in data["partitions"].items()}
+        return cls(**{**data, "partitions": parts})
+
+    def versions(self) -> dict[str, str]:
+        """Partition path -> version."""
+        return {k: p.version for k, p in self.partitions.items()}
+
+
+def partition_values(path: str) -> dict[str, str | None]:
+    """Column -> value of a Hive-style partition path.
+
+    >>> partition_values("l_shipmonth=1995-02")
+    {'l_shipmonth': '1995-02'}
+    >>> partition_values("y=1995/m=__HIVE_DEFAULT_PARTITION__")
+    {'y': '1995', 'm': None}
+    >>> partition_values("")
+    {}
+    """
+    out: dict[str, str | None] = {}
+    if not path:
+        return out
+    for part in path.split("/"):
+        col, _, raw = part.partition("=")
+        value = unquote(raw)
+        out[col] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+    return out
+
+
+def partition_path(column: str, value: str | None) -> str:
+    """Hive-style path of one identity partition value.
+
+    >>> partition_path("d", "1995-01-02")
+    'd=1995-01-02'
+    """
+    from urllib.parse import quote
+
+    text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe=" -_.:")
+    return f"{column}={text}"

@@ -1,0 +1,35 @@
+"""Pin and read any base table by kind: external Parquet, MV, refreshable table, or a
+plain table of the pyiceberg catalog."""
+
+from __future__ import annotations
+
+from pyspark.sql import DataFrame, SparkSession
+
+from sparkmv.catalog.models import ObjectRow
+from sparkmv.catalog.states import ObjectKind
+from sparkmv.errors import SourceError
+from sparkmv.names import ObjectName
+from sparkmv.sources import iceberg, parquet
+from sparkmv.sources.pinned import PinnedTable
+from sparkmv.storage.iceberg import IcebergStore
+
+
+def pin_base(name: ObjectName, row: ObjectRow | None, store: IcebergStore) -> PinnedTable:
+    """Pin base table ``name`` now (``row`` is its catalog row, None for a plain Iceberg table).
+
+    Raises:
+        SourceError: when the table or its data is gone.
+    """
+    if row is not None and row.kind == ObjectKind.EXTERNAL_TABLE:
+        assert row.location is not None and row.schema_json is not None
+        return parquet.pin(name.qualified, row.location, row.schema_json, list(row.partition_columns or []))
+    if not store.exists(name):
+        raise SourceError(f"base table '{name}' does not exist")
+    return iceberg.pin(name.qualified, store.load(name))
+
+
+def read_pinned(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
+    """A DataFrame over the pinned files of a base table (of ``partitions`` only, when given)."""
+    if pinned.kind == "parquet":
+        return parquet.read(spark, pinned, partitions)
+    return iceberg.read(spark, pinned, partitions)

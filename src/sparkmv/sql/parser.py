@@ -1,0 +1,381 @@
+"""Parsing sparkmv statements.
+
+The clauses sqlglot does not know (``CREATE MATERIALIZED VIEW ... REFRESH ASYNC EVERY``,
+``PROPERTIES``, ``REFRESH MATERIALIZED VIEW ... PARTITION START``, ...) are read by a
+small recursive-descent parser over sqlglot's Spark tokens; every query part
+(``AS <select>``, plain SELECTs) is handed to sqlglot.
+
+>>> parse_statement("REFRESH MATERIALIZED VIEW sales.q1 PARTITION START ('1995-01') END ('1995-03') FORCE")
+RefreshMaterializedView(name=ObjectName(namespace='sales', name='q1'), start='1995-01', end='1995-03', force=True, asynchronous=False)
+>>> parse_statement("CREATE EXTERNAL TABLE li USING parquet LOCATION '/data/li'").location
+'/data/li'
+>>> parse_statement("DROP TABLE")
+Traceback (most recent call last):
+...
+sparkmv.errors.ParseError: cannot parse SQL at line 1, column 11: expected a name, found end of statement
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlglot.dialects.spark import Spark
+from sqlglot.errors import TokenError
+from sqlglot.tokens import Token, TokenType
+
+from sparkmv.analysis.query import parse_query
+from sparkmv.errors import ParseError
+from sparkmv.names import ObjectName
+from sparkmv.sql.statements import (
+    AlterMaterializedView,
+    CancelRefresh,
+    ColumnDef,
+    CreateExternalTable,
+    CreateMaterializedView,
+    CreateRefreshableTable,
+    Describe,
+    DropObject,
+    ExplainRefresh,
+    Query,
+    RefreshMaterializedView,
+    RefreshScheme,
+    RefreshTable,
+    Show,
+    Statement,
+)
+
+_UNITS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
+
+
+def _tokenize(sql: str) -> list[Token]:
+    try:
+        return list(Spark().tokenizer().tokenize(sql))
+    except TokenError as exc:
+        raise ParseError(f"cannot parse SQL: {exc}") from exc
+
+
+def split_statements(text: str) -> list[str]:
+    """Split a script on ``;`` outside strings and comments; empty statements dropped.
+
+    >>> split_statements("SELECT 'a;b'; SELECT 2;")
+    ["SELECT 'a;b'", 'SELECT 2']
+    """
+    out: list[str] = []
+    start = 0
+    for tok in _tokenize(text):
+        if tok.token_type == TokenType.SEMICOLON:
+            out.append(text[start : tok.start])
+            start = tok.end + 1
+    out.append(text[start:])
+    return [s.strip() for s in out if s.strip()]
+
+
+@dataclass
+class _Word:
+    text: str  # upper-cased word, or the literal text of a string
+    is_string: bool
+    start: int
+    end: int
+    line: int
+    col: int
+
+
+class _Cursor:
+    def __init__(self, sql: str) -> None:
+        self.sql = sql
+        self.words: list[_Word] = []
+        for tok in _tokenize(sql):
+            if tok.token_type == TokenType.STRING:
+                self.words.append(_Word(tok.text, True, tok.start, tok.end, tok.line, tok.col))
+                continue
+            offset = 0
+            for part in tok.text.split():
+                pos = tok.text.find(part, offset)
+                offset = pos + len(part)
+                self.words.append(_Word(part.upper(), False, tok.start + pos, tok.start + offset - 1, tok.line, tok.col))
+        self.i = 0
+
+    def peek(self, *words: str) -> bool:
+        for k, w in enumerate(words):
+            j = self.i + k
+            if j >= len(self.words) or self.words[j].is_string or self.words[j].text != w:
+                return False
+        return True
+
+    def accept(self, *words: str) -> bool:
+        if self.peek(*words):
+            self.i += len(words)
+            return True
+        return False
+
+    def error(self, expected: str) -> ParseError:
+        if self.i < len(self.words):
+            w = self.words[self.i]
+            found = repr(self.sql[w.start : w.end + 1])
+            line, col = w.line, w.col - (w.end - w.start)
+        else:
+            found = "end of statement"
+            lines = self.sql.rstrip().splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+        return ParseError(f"cannot parse SQL at line {line}, column {col}: expected {expected}, found {found}")
+
+    def expect(self, *words: str) -> None:
+        if not self.accept(*words):
+            raise self.error(" ".join(words))
+
+    def at_end(self) -> bool:
+        return self.i >= len(self.words)
+
+    def expect_end(self) -> None:
+        if not self.at_end():
+            raise self.error("end of statement")
+
+    def string(self) -> str:
+        if self.i < len(self.words) and self.words[self.i].is_string:
+            self.i += 1
+            return self.words[self.i - 1].text
+        raise self.error("a quoted string")
+
+    def name(self) -> ObjectName:
+        parts = [self._ident("a name")]
+        while self.accept("."):
+            parts.append(self._ident("a name"))
+        return ObjectName.parse(".".join(parts))
+
+    def _ident(self, what: str) -> str:
+        if self.i >= len(self.words) or self.words[self.i].is_string:
+            raise self.error(what)
+        w = self.words[self.i]
+        self.i += 1
+        return self.sql[w.start : w.end + 1].strip("`")
+
+    def ident(self) -> str:
+        return self._ident("an identifier")
+
+    def number(self) -> int:
+        if self.i < len(self.words) and self.words[self.i].text.isdigit():
+            self.i += 1
+            return int(self.words[self.i - 1].text)
+        raise self.error("a number")
+
+    def rest(self) -> str:
+        if self.at_end():
+            raise self.error("a query")
+        return self.sql[self.words[self.i].start :].strip()
+
+
+def parse_statement(sql: str) -> Statement:
+    """Parse one statement.
+
+    Raises:
+        ParseError: with the line and column of the first problem.
+        InvalidNameError: for names that are not plain identifiers.
+    """
+    text = sql.strip().rstrip(";").strip()
+    if text[:8].upper() == "EXPLAIN ":
+        # sqlglot's tokenizer swallows everything after EXPLAIN as one command token.
+        inner = _Cursor(text[8:])
+        if inner.accept("REFRESH", "MATERIALIZED", "VIEW"):
+            return ExplainRefresh(_refresh_mv(inner))
+        raise inner.error("REFRESH MATERIALIZED VIEW after EXPLAIN")
+    c = _Cursor(text)
+    if c.at_end():
+        raise ParseError("empty statement")
+    if c.accept("CREATE"):
+        return _create(c)
+    if c.accept("REFRESH", "MATERIALIZED", "VIEW"):
+        return _refresh_mv(c)
+    if c.accept("REFRESH", "TABLE"):
+        name = c.name()
+        asynchronous = _mode(c)
+        c.expect_end()
+        return RefreshTable(name, asynchronous)
+    if c.accept("CANCEL", "REFRESH", "MATERIALIZED", "VIEW"):
+        name = c.name()
+        c.expect_end()
+        return CancelRefresh(name)
+    if c.accept("DROP"):
+        mv = c.accept("MATERIALIZED", "VIEW")
+        if not mv:
+            c.expect("TABLE")
+        if_exists = c.accept("IF", "EXISTS")
+        name = c.name()
+        c.expect_end()
+        return DropObject(name, mv, if_exists)
+    if c.accept("ALTER", "MATERIALIZED", "VIEW"):
+        return _alter(c)
+    if c.accept("SHOW", "MATERIALIZED", "VIEWS"):
+        c.expect_end()
+        return Show("MATERIALIZED VIEWS")
+    if c.accept("SHOW", "TABLES"):
+        c.expect_end()
+        return Show("TABLES")
+    if c.accept("DESCRIBE") or c.accept("DESC"):
+        c.accept("TABLE") or c.accept("MATERIALIZED", "VIEW")
+        name = c.name()
+        c.expect_end()
+        return Describe(name)
+    text = sql.strip().rstrip(";")
+    parse_query(text)  # raises ParseError with position, or for non-queries
+    return Query(text)
+
+
+def _mode(c: _Cursor) -> bool:
+    if c.accept("WITH", "SYNC", "MODE"):
+        return False
+    return c.accept("WITH", "ASYNC", "MODE")
+
+
+def _refresh_mv(c: _Cursor) -> RefreshMaterializedView:
+    name = c.name()
+    start = end = None
+    if c.accept("PARTITION"):
+        if c.accept("START"):
+            c.expect("(")
+            start = c.string()
+            c.expect(")")
+        if c.accept("END"):
+            c.expect("(")
+            end = c.string()
+            c.expect(")")
+        if start is None and end is None:
+            raise c.error("START or END")
+    force = c.accept("FORCE")
+    asynchronous = _mode(c)
+    c.expect_end()
+    return RefreshMaterializedView(name, start, end, force, asynchronous)
+
+
+def _properties(c: _Cursor) -> dict[str, str]:
+    c.expect("(")
+    props: dict[str, str] = {}
+    while True:
+        key = c.string() if c.i < len(c.words) and c.words[c.i].is_string else c.ident()
+        while c.accept("."):
+            key += "." + c.ident()
+        c.expect("=")
+        props[key] = c.string()
+        if c.accept(")"):
+            return props
+        c.expect(",")
+
+
+def _scheme(c: _Cursor) -> RefreshScheme:
+    if c.accept("MANUAL"):
+        return RefreshScheme("MANUAL")
+    if not c.accept("ASYNC"):
+        raise c.error("MANUAL or ASYNC")
+    start = None
+    every = None
+    text = "ASYNC"
+    if c.accept("START"):
+        c.expect("(")
+        raw = c.string()
+        c.expect(")")
+        try:
+            start = datetime.fromisoformat(raw)
+        except ValueError as exc:
+            raise ParseError(f"invalid START time {raw!r}: use 'YYYY-MM-DD HH:MM:SS'") from exc
+        text += f" START ('{start.isoformat(sep=' ')}')"
+    if c.accept("EVERY"):
+        c.expect("(")
+        c.expect("INTERVAL")
+        n = c.number()
+        unit = next((u for u in _UNITS if c.accept(u) or c.accept(u + "S")), None)
+        if unit is None:
+            raise c.error("SECOND, MINUTE, HOUR or DAY")
+        c.expect(")")
+        if n <= 0:
+            raise ParseError("EVERY interval must be positive")
+        every = n * _UNITS[unit]
+        text += f" EVERY (INTERVAL {n} {unit})"
+    elif start is not None:
+        raise c.error("EVERY after START")
+    return RefreshScheme("ASYNC", start, every, text)
+
+
+def _create(c: _Cursor) -> Statement:
+    if c.accept("EXTERNAL", "TABLE"):
+        if_not_exists = c.accept("IF", "NOT", "EXISTS")
+        name = c.name()
+        c.expect("USING")
+        fmt = c.ident().lower()
+        c.expect("LOCATION")
+        location = c.string()
+        c.expect_end()
+        return CreateExternalTable(name, location, fmt, if_not_exists)
+    if c.accept("MATERIALIZED", "VIEW"):
+        if_not_exists = c.accept("IF", "NOT", "EXISTS")
+        name = c.name()
+        partition_by = None
+        refresh = RefreshScheme()
+        props: dict[str, str] = {}
+        deferred = False
+        while not c.peek("AS"):
+            if c.accept("PARTITION", "BY"):
+                partition_by = c.ident().lower()
+            elif c.accept("REFRESH"):
+                if c.accept("IMMEDIATE"):
+                    deferred = False
+                elif c.accept("DEFERRED"):
+                    deferred = True
+                else:
+                    refresh = _scheme(c)
+            elif c.accept("PROPERTIES"):
+                props.update(_properties(c))
+            else:
+                raise c.error("PARTITION BY, REFRESH, PROPERTIES or AS")
+        c.expect("AS")
+        query = c.rest()
+        parse_query(query)
+        return CreateMaterializedView(name, query, partition_by, refresh, props, if_not_exists, deferred)
+    if c.accept("TABLE"):
+        return _create_table(c)
+    raise c.error("TABLE, EXTERNAL TABLE or MATERIALIZED VIEW")
+
+
+def _create_table(c: _Cursor) -> CreateRefreshableTable:
+    if_not_exists = c.accept("IF", "NOT", "EXISTS")
+    name = c.name()
+    c.expect("(")
+    columns: list[ColumnDef] = []
+    pk: list[str] = []
+    while True:
+        if c.accept("PRIMARY", "KEY"):
+            c.expect("(")
+            pk.append(c.ident().lower())
+            while c.accept(","):
+                pk.append(c.ident().lower())
+            c.expect(")")
+        else:
+            col = c.ident().lower()
+            type_start = c.i
+            depth = 0
+            while not c.at_end() and (depth > 0 or not (c.peek(",") or c.peek(")") or c.peek("NOT", "NULL"))):
+                if c.peek("("):
+                    depth += 1
+                elif c.peek(")"):
+                    depth -= 1
+                c.i += 1
+            if c.i == type_start:
+                raise c.error("a column type")
+            type_text = c.sql[c.words[type_start].start : c.words[c.i - 1].end + 1]
+            not_null = c.accept("NOT", "NULL")
+            columns.append(ColumnDef(col, type_text.strip(), not_null))
+        if c.accept(")"):
+            break
+        c.expect(",")
+    on_conflict = "OVERWRITE"
+    if c.accept("ON", "CONFLICT"):
+        if c.accept("OVERWRITE"):
+            on_conflict = "OVERWRITE"
+        elif c.accept("IGNORE"):
+            on_conflict = "IGNORE"
+        else:
+            raise c.error("OVERWRITE or IGNORE")
+    options: dict[str, str] = {}
+    if c.accept("WITH"):
+        options = {k.lower(): v for k, v in _properties(c).items()}
+    c.expect_end()
+    return CreateRefreshableTable(name, columns, pk, on_conflict, options, if_not_exists)

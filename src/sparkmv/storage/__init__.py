@@ -1,0 +1,1 @@
+"""Iceberg table storage: Spark writes Parquet data files, pyiceberg commits them."""

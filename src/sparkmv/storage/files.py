@@ -1,0 +1,76 @@
+"""Writing staged data files from Spark and reading committed files back into Spark.
+
+Spark's ``partitionBy(col)`` drops ``col`` from the files, but pyiceberg infers a file's
+partition from the column statistics inside it (DESIGN.md, facts), so staged files are
+partitioned by a copy of the partition column, ``__smv_part``, and keep the real one.
+"""
+
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+PARTITION_COPY = "__smv_part"
+
+
+@dataclass(frozen=True)
+class StagedOutput:
+    """What a chunk wrote to staging.
+
+    Attributes:
+        files: absolute ``file://`` URIs of the Parquet data files.
+        rows: rows in those files (from the Parquet footers).
+        bytes: total size in bytes.
+    """
+
+    files: list[str]
+    rows: int
+    bytes: int
+
+
+def write_staged(df: DataFrame, directory: Path, partition_column: str | None, max_files: int = 8) -> StagedOutput:
+    """Write ``df`` as Parquet under ``directory`` (replacing anything there).
+
+    With a partition column the rows are grouped per partition (one file per partition
+    and Spark task); at most ``max_files`` tasks write, so small chunks give few files.
+    """
+    if directory.exists():
+        shutil.rmtree(directory)
+    out = df
+    writer_df: DataFrame
+    if partition_column:
+        out = out.withColumn(PARTITION_COPY, F.col(f"`{partition_column}`"))
+        writer_df = out.repartition(max_files, F.col(PARTITION_COPY))
+        writer_df.write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(str(directory))
+    else:
+        writer_df = out.coalesce(max_files)
+        writer_df.write.mode("overwrite").parquet(str(directory))
+    return collect_staged(directory)
+
+
+def collect_staged(directory: Path) -> StagedOutput:
+    """List the Parquet files under ``directory`` with their row counts and sizes."""
+    files: list[str] = []
+    rows = 0
+    size = 0
+    for path in sorted(directory.rglob("*.parquet")):
+        meta = pq.read_metadata(path)
+        if meta.num_rows == 0:
+            continue  # Spark writes an empty file for empty input; Iceberg needs none
+        rows += meta.num_rows
+        size += path.stat().st_size
+        files.append("file://" + str(path.absolute()))  # unencoded: pyiceberg opens the path as is
+    return StagedOutput(files, rows, size)
+
+
+def read_files(spark: SparkSession, files: list[str], schema: StructType) -> DataFrame:
+    """A DataFrame over committed data files, or an empty one with ``schema``."""
+    if not files:
+        return spark.createDataFrame([], schema)
+    return spark.read.schema(schema).parquet(*files)

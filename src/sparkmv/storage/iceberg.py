@@ -1,0 +1,316 @@
+"""IcebergStore: Iceberg tables in the pyiceberg ``SqlCatalog`` named ``sparkmv``.
+
+The catalog tables of pyiceberg live in the same database as sparkmv's metadata. Data
+files are written by Spark elsewhere (:mod:`sparkmv.storage.files`) and committed here
+with ``add_files``; a publish is one pyiceberg transaction (delete the replaced
+partitions, add the new files) so readers see the old or the new contents, never a mix.
+Every snapshot of a publish carries ``sparkmv.run-id`` in its summary, which is how
+recovery finds out whether a run's commit landed.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+from pyiceberg.catalog.sql import SqlCatalog
+from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, NoSuchTableError
+from pyiceberg.expressions import AlwaysTrue, BooleanExpression, EqualTo, IsNull, Or
+from pyiceberg.table import Table
+from sqlalchemy import Engine
+
+from sparkmv.errors import StorageError
+from sparkmv.names import ObjectName
+
+CATALOG_NAME = "sparkmv"
+RUN_ID_PROPERTY = "sparkmv.run-id"
+CHUNKS_PROPERTY = "sparkmv.chunks"
+NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a snapshot.
+
+    Attributes:
+        path: absolute file URI.
+        partition: identity partition value as text (None for the NULL partition or an
+            unpartitioned table).
+        record_count: rows.
+        size_bytes: file size in bytes.
+    """
+
+    path: str
+    partition: str | None
+    record_count: int
+    size_bytes: int
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition of a table's current snapshot (from Iceberg partition metadata).
+
+    Attributes:
+        value: identity partition value as text (None for NULL / unpartitioned).
+        last_updated_snapshot_id: the snapshot that last changed this partition.
+        last_updated_at: epoch seconds of that change.
+        record_count: rows; size_bytes: bytes of data files.
+    """
+
+    value: str | None
+    last_updated_snapshot_id: int
+    last_updated_at: float | None
+    record_count: int
+    size_bytes: int
+
+
+def partition_text(value: Any) -> str | None:
+    """Text form of an identity partition value (dates as ``yyyy-MM-dd``)."""
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat(sep=" ")
+    return str(value)
+
+
+class IcebergStore:
+    """Create, read and commit Iceberg tables of the ``sparkmv`` catalog.
+
+    Args:
+        catalog_url: SQLAlchemy URL of the shared catalog database.
+        warehouse: directory under which table data and metadata are written.
+        engine: the engine sparkmv already opened on ``catalog_url`` (shared, so SQLite
+            sees one set of locking rules).
+    """
+
+    def __init__(self, catalog_url: str, warehouse: Path, engine: Engine | None = None) -> None:
+        warehouse.mkdir(parents=True, exist_ok=True)
+        self.warehouse = warehouse
+        self.catalog = SqlCatalog(CATALOG_NAME, uri=catalog_url, warehouse=warehouse.as_uri())
+        if engine is not None:
+            self.catalog.engine.dispose()
+            self.catalog.engine = engine
+
+    # -- tables ------------------------------------------------------------------------------
+    def _ensure_namespace(self, namespace: str) -> None:
+        try:
+            self.catalog.create_namespace(namespace)
+        except NamespaceAlreadyExistsError:
+            pass
+
+    def create_table(self, name: ObjectName, schema: pa.Schema, partition_column: str | None) -> Table:
+        """Create an (empty) Iceberg table; identity-partitioned on ``partition_column``.
+
+        Raises:
+            StorageError: when the table already exists.
+        """
+        self._ensure_namespace(name.namespace)
+        ident = (name.namespace, name.name)
+        if self.catalog.table_exists(ident):
+            raise StorageError(f"Iceberg table {name.qualified} already exists")
+        table = self.catalog.create_table(ident, schema=schema)
+        if partition_column:
+            with table.update_spec() as spec:
+                spec.add_identity(partition_column)
+        return self.catalog.load_table(ident)
+
+    def exists(self, name: ObjectName) -> bool:
+        """True when the Iceberg table exists."""
+        return bool(self.catalog.table_exists((name.namespace, name.name)))
+
+    def load(self, name: ObjectName) -> Table:
+        """The Iceberg table ``name``.
+
+        Raises:
+            StorageError: when it does not exist.
+        """
+        try:
+            return self.catalog.load_table((name.namespace, name.name))
+        except NoSuchTableError as exc:
+            raise StorageError(f"Iceberg table {name.qualified} does not exist") from exc
+
+    def drop_table(self, name: ObjectName) -> None:
+        """Drop the table from the catalog and delete its directory (sparkmv-owned data)."""
+        if not self.exists(name):
+            return
+        location = self.load(name).location()
+        self.catalog.drop_table((name.namespace, name.name))
+        _remove_tree(location)
+
+    def list_tables(self) -> list[ObjectName]:
+        """Every table of the ``sparkmv`` Iceberg catalog."""
+        out: list[ObjectName] = []
+        for (ns,) in self.catalog.list_namespaces():
+            for ident in self.catalog.list_tables(ns):
+                out.append(ObjectName(ident[0], ident[-1]))
+        return out
+
+    # -- reading ------------------------------------------------------------------------------
+    @staticmethod
+    def partition_column(table: Table) -> str | None:
+        """The identity partition column of the current spec, or None."""
+        spec = table.spec()
+        if not spec.fields:
+            return None
+        return table.schema().find_column_name(spec.fields[0].source_id)
+
+    @staticmethod
+    def data_files(table: Table, snapshot_id: int | None = None) -> list[DataFile]:
+        """The data files of ``snapshot_id`` (default: current snapshot).
+
+        Raises:
+            StorageError: when the snapshot has delete files (not readable as plain Parquet).
+        """
+        if table.current_snapshot() is None:
+            return []
+        scan = table.scan(snapshot_id=snapshot_id)
+        files: list[DataFile] = []
+        ptype = table.spec().partition_type(table.schema())
+        field_type = ptype.fields[0].field_type if ptype.fields else None
+        for task in scan.plan_files():
+            if task.delete_files:
+                raise StorageError(f"table {table.name()} has delete files; sparkmv reads only data files")
+            part = task.file.partition
+            value = partition_text(_logical(part[0], field_type)) if len(part) else None
+            files.append(DataFile(task.file.file_path, value, task.file.record_count, task.file.file_size_in_bytes))
+        return files
+
+    @staticmethod
+    def partitions(table: Table, snapshot_id: int | None = None) -> list[PartitionInfo]:
+        """Per-partition metadata of a snapshot (default: current)."""
+        if table.current_snapshot() is None:
+            return []
+        rows = table.inspect.partitions(snapshot_id=snapshot_id).to_pylist()
+        out: list[PartitionInfo] = []
+        for r in rows:
+            part = r.get("partition") or {}
+            value = partition_text(next(iter(part.values()))) if part else None
+            updated = r.get("last_updated_at")
+            out.append(
+                PartitionInfo(
+                    value=value,
+                    last_updated_snapshot_id=int(r.get("last_updated_snapshot_id") or 0),
+                    last_updated_at=updated.replace(tzinfo=UTC).timestamp() if updated else None,
+                    record_count=int(r["record_count"]),
+                    size_bytes=int(r["total_data_file_size_in_bytes"]),
+                )
+            )
+        return out
+
+    @staticmethod
+    def snapshot_of_run(table: Table, run_id: int) -> int | None:
+        """The id of the newest snapshot tagged with ``run_id``, or None."""
+        found = None
+        for snap in table.snapshots():
+            if snap.summary is not None and snap.summary.get(RUN_ID_PROPERTY) == str(run_id):
+                found = snap.snapshot_id
+        return found
+
+    # -- committing -----------------------------------------------------------------------------
+    def publish(
+        self,
+        name: ObjectName,
+        run_id: int,
+        files: list[str],
+        replace_partitions: list[str | None] | None,
+        expected_snapshot_id: int | None = None,
+        extra_properties: dict[str, str] | None = None,
+    ) -> int | None:
+        """Commit ``files`` and drop what they replace, in one Iceberg transaction.
+
+        Args:
+            replace_partitions: identity partition values whose current files are removed;
+                None removes every file (full refresh).
+            expected_snapshot_id: when given, the commit fails unless the table's current
+                snapshot is still this one (the run's view of the table).
+
+        Returns:
+            The new current snapshot id (None when nothing had to change).
+
+        Raises:
+            StorageError: on a commit conflict (another writer committed first).
+        """
+        table = self.load(name)
+        current = table.current_snapshot()
+        if expected_snapshot_id is not None and (current.snapshot_id if current else None) != expected_snapshot_id:
+            raise StorageError(f"table {name.qualified} changed since run {run_id} planned its publish")
+        props = {RUN_ID_PROPERTY: str(run_id), **(extra_properties or {})}
+        column = self.partition_column(table)
+        predicate = self._replace_predicate(column, replace_partitions)
+        try:
+            with table.transaction() as tx:
+                if current is not None and predicate is not None:
+                    tx.delete(predicate, snapshot_properties=props)
+                if files:
+                    tx.add_files(files, snapshot_properties=props, check_duplicate_files=False)
+        except CommitFailedException as exc:
+            raise StorageError(f"commit of run {run_id} to {name.qualified} failed: {exc}") from exc
+        snap = self.load(name).current_snapshot()
+        return snap.snapshot_id if snap else None
+
+    @staticmethod
+    def _replace_predicate(column: str | None, values: list[str | None] | None) -> BooleanExpression | None:
+        if values is None or column is None:
+            return AlwaysTrue()
+        if not values:
+            return None
+        preds: list[BooleanExpression] = [IsNull(column) if v is None else EqualTo(column, v) for v in values]
+        expr = preds[0]
+        for p in preds[1:]:
+            expr = Or(expr, p)
+        return expr
+
+    def expire_snapshots(self, name: ObjectName, older_than: datetime) -> int:
+        """Expire snapshots older than ``older_than`` (naive UTC), keeping the current one.
+
+        Returns the number of snapshots expired.
+        """
+        table = self.load(name)
+        current = table.current_snapshot()
+        cutoff_ms = int(older_than.replace(tzinfo=UTC).timestamp() * 1000)
+        old = [
+            s.snapshot_id
+            for s in table.snapshots()
+            if s.timestamp_ms < cutoff_ms and (current is None or s.snapshot_id != current.snapshot_id)
+        ]
+        if old:
+            table.maintenance.expire_snapshots().by_ids(old).commit()
+        return len(old)
+
+    def referenced_files(self, name: ObjectName) -> set[str]:
+        """Paths (without scheme) of data files referenced by any live snapshot."""
+        table = self.load(name)
+        paths: set[str] = set()
+        for snap in table.snapshots():
+            for f in self.data_files(table, snap.snapshot_id):
+                paths.add(_strip_scheme(f.path))
+        return paths
+
+
+def _logical(raw: Any, field_type: Any) -> Any:
+    """Manifest partition values are physical (days, micros); make them logical."""
+    from pyiceberg.types import DateType, TimestampType, TimestamptzType
+    from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp
+
+    if raw is None:
+        return None
+    if isinstance(field_type, DateType) and isinstance(raw, int):
+        return days_to_date(raw)
+    if isinstance(field_type, TimestampType | TimestamptzType) and isinstance(raw, int):
+        return micros_to_timestamp(raw)
+    return raw
+
+
+def _strip_scheme(uri: str) -> str:
+    return uri.removeprefix("file://")
+
+
+def _remove_tree(location: str) -> None:
+    import shutil
+
+    path = Path(_strip_scheme(location))
+    if path.exists():
+        shutil.rmtree(path, ignore_errors=True)

@@ -1,0 +1,77 @@
+"""Conversions between Spark, Arrow and Iceberg schemas.
+
+Iceberg has no 8- or 16-bit integers, no NULL type and no intervals, so a materialized
+view's output is normalised before it is written: ``tinyint``/``smallint`` become ``int``,
+``char``/``varchar`` become ``string``, a NULL-typed column becomes ``string``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.pandas.types import from_arrow_schema, to_arrow_schema
+from pyspark.sql.types import (
+    ByteType,
+    CharType,
+    DataType,
+    IntegerType,
+    NullType,
+    ShortType,
+    StringType,
+    StructField,
+    StructType,
+    VarcharType,
+)
+
+from sparkmv.errors import AnalysisError
+
+
+def _normal_type(dtype: DataType) -> DataType | None:
+    if isinstance(dtype, ByteType | ShortType):
+        return IntegerType()
+    if isinstance(dtype, CharType | VarcharType | NullType):
+        return StringType()
+    return None
+
+
+def normalize_for_iceberg(df: DataFrame) -> DataFrame:
+    """Cast the columns Iceberg cannot store to the nearest type it can.
+
+    Raises:
+        AnalysisError: for duplicate output column names (Iceberg needs unique names).
+    """
+    names = [f.name.lower() for f in df.schema.fields]
+    dupes = sorted({n for n in names if names.count(n) > 1})
+    if dupes:
+        raise AnalysisError(f"duplicate output column name(s): {', '.join(dupes)}; give them aliases")
+    casts = {f.name: _normal_type(f.dataType) for f in df.schema.fields}
+    if not any(casts.values()):
+        return df
+    return df.select(
+        *[F.col(f"`{name}`").cast(t).alias(name) if t else F.col(f"`{name}`") for name, t in casts.items()]
+    )
+
+
+def spark_to_arrow(schema: StructType) -> pa.Schema:
+    """Arrow schema of a Spark schema, every field nullable (files may be stricter)."""
+    arrow = to_arrow_schema(schema)
+    return pa.schema([f.with_nullable(True) for f in arrow])
+
+
+def arrow_to_spark(schema: pa.Schema) -> StructType:
+    """Spark schema of an Arrow schema."""
+    return from_arrow_schema(schema)
+
+
+def schema_to_json(schema: StructType) -> str:
+    """Spark schema as JSON text (stored in the catalog)."""
+    return schema.json()
+
+
+def schema_from_json(text: str) -> StructType:
+    """Spark schema from :func:`schema_to_json` text."""
+    parsed = StructType.fromJson(json.loads(text))
+    return StructType([StructField(f.name, f.dataType, True, f.metadata) for f in parsed.fields])

@@ -1,0 +1,101 @@
+"""Shared fixtures: one SparkSession per test session, catalog URLs for SQLite and
+PostgreSQL, and a Client factory on a fresh home directory."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+PG_URL = os.environ.get("SPARKMV_TEST_PG_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+IN_CI = os.environ.get("CI", "").lower() == "true"
+SPARK_CONF = {
+    "spark.sql.shuffle.partitions": "2",
+    "spark.default.parallelism": "2",
+    "spark.driver.memory": "2g",
+}
+
+
+def _pg_unreachable_reason() -> str | None:
+    try:
+        import psycopg
+
+        with psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://"), connect_timeout=3):
+            return None
+    except Exception as exc:  # noqa: BLE001 - any failure means unreachable
+        return f"PostgreSQL at {PG_URL} unreachable: {exc}"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> str:
+    """The PostgreSQL server URL; skips (fails under CI=true) when unreachable."""
+    reason = _pg_unreachable_reason()
+    if reason:
+        if IN_CI:
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return PG_URL
+
+
+@pytest.fixture
+def pg_url(pg_server: str) -> Iterator[str]:
+    """A fresh, empty PostgreSQL database for one test (dropped afterwards)."""
+    import psycopg
+
+    name = f"smv_{uuid.uuid4().hex[:12]}"
+    admin = pg_server.replace("postgresql+psycopg://", "postgresql://")
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    base = pg_server.rsplit("/", 1)[0]
+    yield f"{base}/{name}"
+    from sqlalchemy import create_engine  # noqa: F401 - engines are disposed by the tests
+
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def catalog_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A catalog URL, once for SQLite and once for PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path}/catalog.db"
+    return str(request.getfixturevalue("pg_url"))
+
+
+@pytest.fixture(scope="session")
+def spark():  # type: ignore[no-untyped-def]
+    """The one SparkSession of the test session."""
+    from sparkmv.storage.spark import get_spark
+
+    session = get_spark("local[2]", SPARK_CONF)
+    yield session
+    session.stop()
+
+
+ClientFactory = Callable[..., "object"]
+
+
+@pytest.fixture
+def make_client(spark, tmp_path: Path) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
+    """Build Clients on a fresh home (``catalog_url`` optional) sharing the SparkSession."""
+    from sparkmv.client.client import Client
+
+    made: list[Client] = []
+
+    def factory(home: Path | None = None, catalog_url: str | None = None) -> Client:
+        c = Client(home=home or tmp_path / "home", catalog_url=catalog_url, spark=spark)
+        made.append(c)
+        return c
+
+    yield factory
+    for c in made:
+        c.close()
+
+
+@pytest.fixture
+def client(make_client):  # type: ignore[no-untyped-def]
+    """A Client on a fresh SQLite home."""
+    return make_client()
