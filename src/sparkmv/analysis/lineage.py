@@ -10,8 +10,13 @@ Known transforms of a base partition value ``v`` (text):
 - identity: ``v``
 - ``date_format(col, 'yyyy-MM')`` / ``'yyyy'`` / ``'yyyy-MM-dd'`` of a ``yyyy-MM-dd`` value
 - ``substr(col, 1, n)`` / ``substring`` / ``left(col, n)``: the first ``n`` characters
-- ``date_trunc('month'|'year'|'day', col)`` / ``trunc(col, 'MM'|'YYYY')`` of a date,
-  cast to date or string: the first day of the month/year
+- ``trunc(col, 'MM'|'YYYY')`` (a DATE) and ``cast(date_trunc('month'|'year'|'day', col) AS
+  DATE)``: the first day of the month/year as ``yyyy-MM-dd``
+- ``date_trunc(...)`` without the cast is a TIMESTAMP in Spark: the same with ``00:00:00``
+- ``cast(col AS DATE)``: the first 10 characters
+
+A set operation (``UNION ALL``) maps each branch separately; the same table in several
+branches must map the same way.
 
 >>> t = Transform("prefix", 7)
 >>> t.apply("1995-02-14")
@@ -31,35 +36,54 @@ from sqlglot.lineage import Node, lineage
 from sparkmv.analysis.query import DIALECT, table_name
 from sparkmv.names import ObjectName
 
+TIME_SUFFIX = " 00:00:00"
+_TRUNC_KEEP = {"trunc_month": 7, "trunc_year": 4}
+
 
 @dataclass(frozen=True)
 class Transform:
-    """A transform of a partition value; ``kind`` is identity, prefix, trunc_month, trunc_year."""
+    """A transform of a partition value.
+
+    Attributes:
+        kind: identity, prefix (first ``length`` characters), trunc_month, trunc_year.
+        length: the prefix length.
+        suffix: text appended (``" 00:00:00"`` when the result is a Spark TIMESTAMP).
+
+    >>> Transform("trunc_year", suffix=TIME_SUFFIX).apply("1995-02-14")
+    '1995-01-01 00:00:00'
+    >>> Transform("prefix", 10, TIME_SUFFIX).apply("1995-02-14")
+    '1995-02-14 00:00:00'
+    """
 
     kind: str
     length: int = 0
+    suffix: str = ""
 
     def apply(self, value: str | None) -> str | None:
         """The MV partition value for base partition value ``value``."""
         if value is None:
             return None
         if self.kind == "prefix":
-            return value[: self.length]
-        if self.kind == "trunc_month":
-            return value[:7] + "-01"
-        if self.kind == "trunc_year":
-            return value[:4] + "-01-01"
-        return value
+            out = value[: self.length]
+        elif self.kind == "trunc_month":
+            out = value[:7] + "-01"
+        elif self.kind == "trunc_year":
+            out = value[:4] + "-01-01"
+        else:
+            out = value
+        return out + self.suffix
 
     def describe(self, column: str) -> str:
         """Human-readable form, for EXPLAIN."""
         if self.kind == "prefix":
-            return f"substr({column}, 1, {self.length})"
-        if self.kind == "trunc_month":
-            return f"date_trunc('month', {column})"
-        if self.kind == "trunc_year":
-            return f"date_trunc('year', {column})"
-        return column
+            text = f"substr({column}, 1, {self.length})"
+        elif self.kind == "trunc_month":
+            text = f"date_trunc('month', {column})"
+        elif self.kind == "trunc_year":
+            text = f"date_trunc('year', {column})"
+        else:
+            text = column
+        return f"cast({text} AS TIMESTAMP)" if self.suffix else text
 
 
 IDENTITY = Transform("identity")
@@ -98,8 +122,22 @@ _FORMAT_PREFIX = {"yyyy-MM": 7, "yyyy": 4, "yyyy-MM-dd": 10, "yyyyMM": -1}
 def _transform_of(expr: exp.Expression) -> tuple[Transform, exp.Column] | None:
     """Recognise ``f(column)`` for a supported ``f``; None when unsupported."""
     e = expr.unalias() if isinstance(expr, exp.Alias) else expr
+    to_date = False
     while isinstance(e, exp.Cast | exp.Paren):
+        if isinstance(e, exp.Cast) and not to_date and e.to.is_type(exp.DataType.Type.DATE):
+            to_date = True
         e = e.this
+    if not isinstance(e, exp.Expression):
+        return None
+    found = _transform_inner(e)
+    if found is None or not to_date:
+        return found
+    # cast(... AS DATE) keeps the first 10 characters (yyyy-MM-dd) of the inner value.
+    composed = _compose(Transform("prefix", 10), found[0])
+    return (composed, found[1]) if composed is not None else None
+
+
+def _transform_inner(e: exp.Expression) -> tuple[Transform, exp.Column] | None:
     if isinstance(e, exp.Column):
         return IDENTITY, e
     cols = list(e.find_all(exp.Column))
@@ -125,13 +163,21 @@ def _transform_of(expr: exp.Expression) -> tuple[Transform, exp.Column] | None:
     if isinstance(e, exp.Left) and e.this is col and _int(e.expression):
         return Transform("prefix", _int(e.expression) or 0), col
     if isinstance(e, exp.DateTrunc | exp.TimestampTrunc):
-        unit = (e.args.get("unit").name if e.args.get("unit") else "").lower()
+        unit_node = e.args.get("unit")
+        unit = (unit_node.name if unit_node is not None else "").lower()
+        inner = e.this
+        while isinstance(inner, exp.Cast | exp.Paren | exp.TsOrDsToDate | exp.TimeStrToTime):
+            inner = inner.this
+        if inner is not col:
+            return None
+        # Spark: date_trunc(...) is a TIMESTAMP, trunc(...) a DATE.
+        suffix = TIME_SUFFIX if isinstance(e, exp.TimestampTrunc) else ""
         if unit in ("month", "mm", "mon"):
-            return Transform("trunc_month"), col
+            return Transform("trunc_month", suffix=suffix), col
         if unit in ("year", "yyyy", "yy"):
-            return Transform("trunc_year"), col
-        if unit == "day":
-            return Transform("prefix", 10), col
+            return Transform("trunc_year", suffix=suffix), col
+        if unit in ("day", "dd"):
+            return Transform("prefix", 10, suffix), col
     return None
 
 
@@ -152,13 +198,31 @@ def _int(node: exp.Expression | None) -> int | None:
 
 
 def _compose(outer: Transform, inner: Transform) -> Transform | None:
-    if outer.kind == "identity":
+    """``outer(inner(v))`` as one transform, or None when it is not one of ours.
+
+    >>> _compose(Transform("prefix", 4), Transform("prefix", 7))
+    Transform(kind='prefix', length=4, suffix='')
+    >>> _compose(Transform("prefix", 10), Transform("trunc_month", suffix=TIME_SUFFIX))
+    Transform(kind='trunc_month', length=0, suffix='')
+    """
+    if outer.kind == "identity" and not outer.suffix:
         return inner
-    if inner.kind == "identity":
+    if inner.kind == "identity" and not inner.suffix:
         return outer
-    if outer.kind == "prefix" and inner.kind == "prefix":
-        return Transform("prefix", min(outer.length, inner.length))
-    return None
+    if outer.kind != "prefix" or outer.suffix:
+        return None
+    n = outer.length
+    if inner.kind == "prefix":
+        body = inner.length
+        if n <= body:
+            return Transform("prefix", n)
+        return inner if n >= body + len(inner.suffix) else None
+    keep = _TRUNC_KEEP.get(inner.kind)
+    if keep is None:
+        return None
+    if n >= 10:
+        return Transform(inner.kind, suffix=inner.suffix[: n - 10])
+    return Transform("prefix", n) if n <= keep else None
 
 
 def partition_lineage(
@@ -196,6 +260,7 @@ def partition_lineage(
     mappings: dict[str, PartitionMapping] = {}
     problems: list[str] = []
     _walk(root, IDENTITY, partition_columns, mappings, problems)
+    mappings = {t: m for t, m in mappings.items() if m.transform.kind != "conflict"}
     unmapped = sorted(set(partition_columns) - set(mappings))
     reason = "; ".join(problems) if problems else None
     if not mappings and reason is None:
@@ -221,15 +286,21 @@ def _walk(
             mapping = PartitionMapping(table, parts[0], acc)
             previous = out.get(table)
             if previous is not None and previous != mapping:
-                problems.append(f"{table} maps onto the MV partitions in more than one way")
-            out[table] = mapping
+                problems.append(f"{table} maps onto the MV partitions in more than one way (many-to-many)")
+                out[table] = PartitionMapping(table, parts[0], Transform("conflict"))
+            elif previous is None:
+                out[table] = mapping
         else:
             problems.append(f"MV partition column comes from {table}.{column}, not its partition column")
         return
     step: Transform | None = IDENTITY
-    if isinstance(expr, exp.Alias | exp.Column | exp.Cast | exp.Paren) or not isinstance(
-        expr, exp.Expression
-    ):
+    if isinstance(node.source, exp.SetOperation) and node.downstream:
+        # The node of a set operation shows the first branch's expression; each branch
+        # is its own child node and is walked with its own transform.
+        for child in node.downstream:
+            _walk(child, acc, partition_columns, out, problems)
+        return
+    if isinstance(expr, exp.Alias | exp.Column | exp.Cast | exp.Paren) or not isinstance(expr, exp.Expression):
         recognised = _transform_of(expr) if isinstance(expr, exp.Expression) else (IDENTITY, None)
         step = recognised[0] if recognised else None
     elif isinstance(expr, exp.Query):

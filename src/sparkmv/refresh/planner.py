@@ -192,6 +192,43 @@ def _expired(value: PartitionValue, cutoff: str | None) -> bool:
     return text < cutoff[: len(text)] if len(text) >= 4 and text[:4].isdigit() else False
 
 
+def retained(values: set[PartitionValue], column: str, condition: str | None) -> set[PartitionValue] | None:
+    """The values that satisfy ``partition_retention_condition`` (a SQL predicate on the
+    partition column, evaluated in Python with sqlglot's executor, no Spark).
+
+    Returns None when there is no condition or it cannot be evaluated (nothing is dropped).
+
+    >>> sorted(retained({"1995-01", "1995-04", None}, "m", "m >= '1995-03'"))
+    ['1995-04']
+    """
+    if not condition:
+        return None
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+    from sqlglot.executor import execute
+
+    key = "__smv_value"
+    ordered = sorted(values, key=sort_key)
+    rows = [{column: v, key: i} for i, v in enumerate(ordered)]
+    try:
+        predicate: exp.Expression = exp.maybe_parse(condition, dialect="spark")
+        query = exp.select(key).from_("t").where(predicate)
+        result = execute(query, tables={"t": rows} if rows else {"t": [{column: None, key: -1}]})
+    except (SqlglotError, ValueError, TypeError, KeyError, NameError, AttributeError):
+        return None  # an unsupported predicate drops nothing
+    return {ordered[r[0]] for r in result.rows if r[0] >= 0}
+
+
+def _dropped(inp: PlanInput, values: set[PartitionValue]) -> set[PartitionValue]:
+    """Values outside ``partition_ttl`` or ``partition_retention_condition``."""
+    cutoff = _ttl_cutoff(inp)
+    out = {v for v in values if _expired(v, cutoff)}
+    keep = retained(values, inp.partition_by or "", inp.properties.partition_retention_condition)
+    if keep is not None:
+        out |= values - keep
+    return out
+
+
 def plan_refresh(inp: PlanInput) -> Plan:
     """Decide mode, partitions and chunks for one refresh of one MV.
 
@@ -243,9 +280,10 @@ def plan_refresh(inp: PlanInput) -> Plan:
     # PCT: map changed reference partitions onto MV partitions.
     image = _image(inp)
     universe = set(image) | set(inp.mv_partitions)
-    cutoff = _ttl_cutoff(inp)
-    expired = sorted((v for v in universe if _expired(v, cutoff)), key=sort_key)
-    universe -= set(expired)
+    dropped = _dropped(inp, universe)
+    universe -= dropped
+    # Partitions outside TTL / retention are removed once and never recomputed.
+    expired = sorted((v for v in dropped if v in inp.mv_partitions), key=sort_key)
     reasons: dict[PartitionValue, str] = {}
     non_reference = sorted(t for t in considered if t not in inp.lineage.mappings)
     if force:
@@ -255,30 +293,42 @@ def plan_refresh(inp: PlanInput) -> Plan:
         for v in universe:
             reasons[v] = f"non-reference table {', '.join(non_reference)} changed"
     else:
-        for table, paths in considered.items():
+        for table, paths in sorted(considered.items()):
             for path in paths:
                 v = _mv_value(inp, table, path)
-                if v in universe or v in image:
-                    reasons.setdefault(v, f"{table} partition {path or '<all>'} changed")
-        for v in inp.mv_partitions - set(image) - set(expired):
+                if v in universe:
+                    what = (
+                        "appeared"
+                        if path not in _consumed_paths(inp, table)
+                        else ("disappeared" if path not in inp.pinned[table].partitions else "changed")
+                    )
+                    reasons.setdefault(v, f"{table} partition {path or '<all>'} {what}")
+        for v in inp.mv_partitions - set(image) - dropped:
             reasons.setdefault(v, "no base data remains")
     selected = sorted((v for v in reasons if inp.request.in_range(v)), key=sort_key)
     if inp.request.automatic and props.auto_refresh_partitions_limit:
         newest = sorted(universe, key=sort_key)[-props.auto_refresh_partitions_limit :]
         selected = [v for v in selected if v in newest]
-    if not selected and not expired:
-        return Plan("SKIP", "up to date", changed_base_partitions=changes, consumed=_excluded(changes, excluded))
-    chunks = _cut(selected, image, inp)
     chosen = set(selected)
+    consumed: dict[str, list[str]] = _excluded(changes, excluded)
     everything = chosen >= universe
-    consumed: dict[str, list[str]] = {}
     for table in inp.pinned:
-        if table in excluded or (table not in inp.lineage.mappings and everything):
-            consumed[table] = ["*"]
-        elif table in inp.lineage.mappings:
-            old_paths = {p for (t, p) in inp.version_map if t == table}
-            paths = set(inp.pinned[table].partitions) | old_paths
-            consumed[table] = sorted(p for p in paths if _mv_value(inp, table, p) in chosen)
+        if table in excluded:
+            continue
+        if table not in inp.lineage.mappings:
+            if everything:
+                consumed[table] = ["*"]
+            continue
+        all_paths = set(inp.pinned[table].partitions) | _consumed_paths(inp, table)
+        # Base partitions of refreshed or dropped MV partitions are consumed.
+        paths_done = sorted(p for p in all_paths if _mv_value(inp, table, p) in chosen | dropped)
+        if paths_done:
+            consumed[table] = paths_done
+    if not selected and not expired:
+        pending = [v for v in reasons if v not in chosen]
+        why = "up to date" if not pending else f"up to date in range ({len(pending)} changed partitions outside)"
+        return Plan("SKIP", why, changed_base_partitions=changes, consumed=consumed)
+    chunks = _cut(selected, image, inp)
     return Plan(
         "PCT",
         auto_reason,
@@ -289,6 +339,10 @@ def plan_refresh(inp: PlanInput) -> Plan:
         partition_reasons={_label(v): reasons[v] for v in selected},
         consumed=consumed,
     )
+
+
+def _consumed_paths(inp: PlanInput, table: str) -> set[str]:
+    return {p for (t, p) in inp.version_map if t == table}
 
 
 def _excluded(changes: dict[str, list[str]], excluded: set[str]) -> dict[str, list[str]]:
@@ -313,16 +367,25 @@ def _full_plan(inp: PlanInput, reason: str, changes: dict[str, list[str]], consu
             consumed=consumed,
         )
     image = _image(inp)
-    cutoff = _ttl_cutoff(inp)
-    values = sorted((v for v in image if not _expired(v, cutoff)), key=sort_key)
-    if inp.request.start is not None or inp.request.end is not None:
+    dropped = _dropped(inp, set(image))
+    values = sorted((v for v in image if v not in dropped), key=sort_key)
+    ranged = inp.request.start is not None or inp.request.end is not None
+    if ranged:
+        # A range refreshes only its partitions: the rest of the MV stays, and only the
+        # base partitions of the refreshed MV partitions are consumed.
         values = [v for v in values if inp.request.in_range(v)]
+        chosen = set(values)
+        consumed = {
+            t: sorted(p for p in inp.pinned[t].partitions if _mv_value(inp, t, p) in chosen)
+            for t in inp.lineage.mappings
+            if t in inp.pinned
+        }
     chunks = _cut(values, image, inp) or [Chunk([], 0, 0)]
     return Plan(
         "FULL",
         reason,
         chunks=chunks,
-        replace_all=True,
+        replace_all=not ranged,
         changed_base_partitions=changes,
         partition_reasons={_label(v): reason for v in values},
         consumed=consumed,
@@ -335,7 +398,9 @@ def _total_cost(inp: PlanInput) -> tuple[int, int]:
     return size, rows
 
 
-def _cut(values: list[PartitionValue], image: dict[PartitionValue, list[tuple[str, str]]], inp: PlanInput) -> list[Chunk]:
+def _cut(
+    values: list[PartitionValue], image: dict[PartitionValue, list[tuple[str, str]]], inp: PlanInput
+) -> list[Chunk]:
     props = inp.properties
 
     def cost(v: PartitionValue) -> tuple[int, int]:
