@@ -231,7 +231,8 @@ class IcebergStore:
             The new current snapshot id (None when nothing had to change).
 
         Raises:
-            StorageError: on a commit conflict (another writer committed first).
+            StorageError: on a commit conflict (another writer committed first), or when a
+                file cannot be read or does not match the table; the table is then unchanged.
         """
         table = self.load(name)
         current = table.current_snapshot()
@@ -246,18 +247,25 @@ class IcebergStore:
                     tx.delete(predicate, snapshot_properties=props)
                 if files:
                     tx.add_files(files, snapshot_properties=props, check_duplicate_files=False)
-        except CommitFailedException as exc:
+        except (CommitFailedException, OSError, ValueError) as exc:
+            # Nothing is committed when the transaction body fails (missing or unreadable
+            # staged file, schema mismatch) or the commit loses a race: the table is unchanged.
             raise StorageError(f"commit of run {run_id} to {name.qualified} failed: {exc}") from exc
         snap = self.load(name).current_snapshot()
         return snap.snapshot_id if snap else None
 
     @staticmethod
     def _replace_predicate(column: str | None, values: list[str | None] | None) -> BooleanExpression | None:
-        if values is None or column is None:
+        if values is None:
             return AlwaysTrue()
         if not values:
-            return None
-        preds: list[BooleanExpression] = [IsNull(column) if v is None else EqualTo(column, v) for v in values]
+            return None  # nothing to replace, also on an unpartitioned table
+        if column is None:
+            return AlwaysTrue()  # the one partition of an unpartitioned table
+        preds: list[BooleanExpression] = [
+            IsNull(column) if v is None else EqualTo(column, v)  # type: ignore[call-arg, arg-type]
+            for v in values
+        ]
         expr = preds[0]
         for p in preds[1:]:
             expr = Or(expr, p)
