@@ -50,7 +50,7 @@ def parse_query(sql: str) -> exp.Query:
     return statements[0]
 
 
-def _cte_names(query: exp.Expression) -> set[str]:
+def _cte_names(query: exp.Expr) -> set[str]:
     return {cte.alias_or_name.lower() for cte in query.find_all(exp.CTE)}
 
 
@@ -68,7 +68,7 @@ def table_name(table: exp.Table) -> ObjectName:
     return ObjectName.parse(".".join(parts), allow_reserved=True)
 
 
-def _table_refs(query: exp.Expression) -> list[exp.Table]:
+def _table_refs(query: exp.Expr) -> list[exp.Table]:
     ctes = _cte_names(query)
     refs = []
     for table in query.find_all(exp.Table):
@@ -80,7 +80,7 @@ def _table_refs(query: exp.Expression) -> list[exp.Table]:
     return refs
 
 
-def referenced_tables(query: exp.Expression) -> list[ObjectName]:
+def referenced_tables(query: exp.Expr) -> list[ObjectName]:
     """Distinct base tables a query reads, in order of first appearance (CTE names excluded).
 
     Raises:

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="Materialized views that stay fresh on Spark.")
 console = Console()
+if not console.is_terminal:
+    console = Console(width=160)  # logs and pipes: do not wrap tables at 80 columns
 err_console = Console(stderr=True)
 
 

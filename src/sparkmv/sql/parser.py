@@ -93,7 +93,8 @@ class _Cursor:
             for part in tok.text.split():
                 pos = tok.text.find(part, offset)
                 offset = pos + len(part)
-                self.words.append(_Word(part.upper(), False, tok.start + pos, tok.start + offset - 1, tok.line, tok.col))
+                end = tok.start + offset - 1
+                self.words.append(_Word(part.upper(), False, tok.start + pos, end, tok.line, tok.col))
         self.i = 0
 
     def peek(self, *words: str) -> bool:
@@ -293,6 +294,24 @@ def _scheme(c: _Cursor) -> RefreshScheme:
     elif start is not None:
         raise c.error("EVERY after START")
     return RefreshScheme("ASYNC", start, every, text)
+
+
+def _alter(c: _Cursor) -> AlterMaterializedView:
+    name = c.name()
+    if c.accept("SET", "PROPERTIES"):
+        stmt = AlterMaterializedView(name, set_properties=_properties(c))
+    elif c.accept("ACTIVE"):
+        stmt = AlterMaterializedView(name, active=True)
+    elif c.accept("INACTIVE"):
+        stmt = AlterMaterializedView(name, active=False)
+    elif c.accept("REFRESH"):
+        stmt = AlterMaterializedView(name, refresh=_scheme(c))
+    elif c.accept("RESUME", "SCHEDULE"):
+        stmt = AlterMaterializedView(name, resume_schedule=True)
+    else:
+        raise c.error("SET PROPERTIES, ACTIVE, INACTIVE, REFRESH or RESUME SCHEDULE")
+    c.expect_end()
+    return stmt
 
 
 def _create(c: _Cursor) -> Statement:
