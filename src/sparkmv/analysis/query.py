@@ -9,6 +9,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ParseError as SqlglotParseError
@@ -18,6 +21,8 @@ from sparkmv.errors import AnalysisError, ParseError
 from sparkmv.names import ObjectName, is_identifier
 
 DIALECT = "spark"
+# sqlglot warns on stderr when it falls back to a generic command; sparkmv reports its own error.
+logging.getLogger("sqlglot").setLevel(logging.ERROR)
 
 
 def parse_error_message(sql: str, exc: Exception) -> str:
@@ -28,9 +33,27 @@ def parse_error_message(sql: str, exc: Exception) -> str:
         desc = str(first.get("description", "syntax error"))
         line, col = first.get("line"), first.get("col")
         near = (first.get("highlight") or "").strip()
+        desc = _readable_tokens(desc)
         where = f" at line {line}, column {col}" if line else ""
         return f"cannot parse SQL{where}: {desc}" + (f" near '{near}'" if near else "")
     return f"cannot parse SQL: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+_TOKEN_REPR = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: \d+, col: \d+.*?>")
+
+
+def _readable_tokens(desc: str) -> str:
+    """Replace sqlglot's ``<Token ...>`` reprs in an error description by the token text.
+
+    >>> _readable_tokens("Expected table name but got <Token token_type: TokenType.SENTINEL, "
+    ...                  "text: SENTINEL, line: 1, col: 1, start: 0, end: 0, comments: []>")
+    'Expected table name but got end of statement'
+    """
+
+    def one(m: re.Match[str]) -> str:
+        return "end of statement" if m.group(1) == "SENTINEL" else repr(m.group(2))
+
+    return _TOKEN_REPR.sub(one, desc)
 
 
 def parse_query(sql: str) -> exp.Query:

@@ -5,8 +5,9 @@ The clauses sqlglot does not know (``CREATE MATERIALIZED VIEW ... REFRESH ASYNC 
 small recursive-descent parser over sqlglot's Spark tokens; every query part
 (``AS <select>``, plain SELECTs) is handed to sqlglot.
 
->>> parse_statement("REFRESH MATERIALIZED VIEW sales.q1 PARTITION START ('1995-01') END ('1995-03') FORCE")
-RefreshMaterializedView(name=ObjectName(namespace='sales', name='q1'), start='1995-01', end='1995-03', force=True, asynchronous=False)
+>>> s = parse_statement("REFRESH MATERIALIZED VIEW sales.q1 PARTITION START ('1995-01') END ('1995-03') FORCE")
+>>> (s.name.qualified, s.start, s.end, s.force, s.asynchronous)
+('sales.q1', '1995-01', '1995-03', True, False)
 >>> parse_statement("CREATE EXTERNAL TABLE li USING parquet LOCATION '/data/li'").location
 '/data/li'
 >>> parse_statement("DROP TABLE")
@@ -17,6 +18,7 @@ sparkmv.errors.ParseError: cannot parse SQL at line 1, column 11: expected a nam
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -25,8 +27,8 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkmv.analysis.query import parse_query
-from sparkmv.errors import ParseError
-from sparkmv.names import ObjectName
+from sparkmv.errors import InvalidNameError, ParseError
+from sparkmv.names import ObjectName, is_identifier
 from sparkmv.sql.statements import (
     AlterMaterializedView,
     CancelRefresh,
@@ -52,7 +54,53 @@ def _tokenize(sql: str) -> list[Token]:
     try:
         return list(Spark().tokenizer().tokenize(sql))
     except TokenError as exc:
-        raise ParseError(f"cannot parse SQL: {exc}") from exc
+        raise ParseError(_token_error_message(sql)) from exc
+
+
+def line_col(sql: str, offset: int) -> tuple[int, int]:
+    r"""1-based line and column of character ``offset`` of ``sql``.
+
+    >>> line_col("SELECT 1\nFROM x", 9)
+    (2, 1)
+    """
+    line = sql.count("\n", 0, offset) + 1
+    return line, offset - (sql.rfind("\n", 0, offset) + 1) + 1
+
+
+def _token_error_message(sql: str) -> str:
+    """Locate what the tokenizer choked on: an unterminated string, identifier or comment.
+
+    >>> _token_error_message("SELECT 'abc")
+    'cannot parse SQL at line 1, column 8: unterminated string'
+    """
+    i, n = 0, len(sql)
+    while i < n:
+        ch = sql[i]
+        if sql.startswith("--", i):
+            nl = sql.find("\n", i)
+            i = n if nl < 0 else nl + 1
+            continue
+        if sql.startswith("/*", i):
+            close = sql.find("*/", i + 2)
+            if close < 0:
+                return _at(sql, i, "unterminated comment")
+            i = close + 2
+            continue
+        if ch in "'\"`":
+            j = i + 1
+            while j < n and sql[j] != ch:
+                j += 2 if sql[j] == "\\" and ch != "`" else 1
+            if j >= n:
+                return _at(sql, i, "unterminated quoted identifier" if ch == "`" else "unterminated string")
+            i = j + 1
+            continue
+        i += 1
+    return "cannot parse SQL: invalid token"
+
+
+def _at(sql: str, offset: int, what: str) -> str:
+    line, col = line_col(sql, offset)
+    return f"cannot parse SQL at line {line}, column {col}: {what}"
 
 
 def split_statements(text: str) -> list[str]:
@@ -73,34 +121,50 @@ def split_statements(text: str) -> list[str]:
 
 @dataclass
 class _Word:
-    text: str  # upper-cased word, or the literal text of a string
+    text: str  # upper-cased word, the literal text of a string, or a quoted identifier's name
     is_string: bool
     start: int
     end: int
-    line: int
-    col: int
+    quoted: bool = False  # a `quoted` identifier: a name, never a keyword
+
+
+# Tokens after which sqlglot's tokenizer returns the rest of the statement as one string.
+_COMMAND_TOKENS = frozenset({TokenType.COMMAND, TokenType.SHOW})
+
+
+def _words(sql: str, offset: int = 0) -> list[_Word]:
+    words: list[_Word] = []
+    tokens = _tokenize(sql[offset:])
+    for k, tok in enumerate(tokens):
+        start, end = offset + tok.start, offset + tok.end
+        if tok.token_type in _COMMAND_TOKENS and k + 1 < len(tokens):
+            words.append(_Word(tok.text.upper(), False, start, end))
+            return words + _words(sql, end + 1)
+        if tok.token_type == TokenType.STRING:
+            words.append(_Word(tok.text, True, start, end))
+            continue
+        if tok.token_type == TokenType.IDENTIFIER:
+            words.append(_Word(tok.text, False, start, end, quoted=True))
+            continue
+        pos = 0
+        for part in tok.text.split():
+            pos = tok.text.find(part, pos)
+            words.append(_Word(part.upper(), False, start + pos, start + pos + len(part) - 1))
+            pos += len(part)
+    return words
 
 
 class _Cursor:
     def __init__(self, sql: str) -> None:
         self.sql = sql
-        self.words: list[_Word] = []
-        for tok in _tokenize(sql):
-            if tok.token_type == TokenType.STRING:
-                self.words.append(_Word(tok.text, True, tok.start, tok.end, tok.line, tok.col))
-                continue
-            offset = 0
-            for part in tok.text.split():
-                pos = tok.text.find(part, offset)
-                offset = pos + len(part)
-                end = tok.start + offset - 1
-                self.words.append(_Word(part.upper(), False, tok.start + pos, end, tok.line, tok.col))
+        self.words = _words(sql)
         self.i = 0
 
     def peek(self, *words: str) -> bool:
         for k, w in enumerate(words):
             j = self.i + k
-            if j >= len(self.words) or self.words[j].is_string or self.words[j].text != w:
+            word = self.words[j] if j < len(self.words) else None
+            if word is None or word.is_string or word.quoted or word.text != w:
                 return False
         return True
 
@@ -114,11 +178,10 @@ class _Cursor:
         if self.i < len(self.words):
             w = self.words[self.i]
             found = repr(self.sql[w.start : w.end + 1])
-            line, col = w.line, w.col - (w.end - w.start)
+            line, col = line_col(self.sql, w.start)
         else:
             found = "end of statement"
-            lines = self.sql.rstrip().splitlines() or [""]
-            line, col = len(lines), len(lines[-1]) + 1
+            line, col = line_col(self.sql, len(self.sql.rstrip()))
         return ParseError(f"cannot parse SQL at line {line}, column {col}: expected {expected}, found {found}")
 
     def expect(self, *words: str) -> None:
@@ -138,18 +201,26 @@ class _Cursor:
             return self.words[self.i - 1].text
         raise self.error("a quoted string")
 
-    def name(self) -> ObjectName:
+    def name(self, allow_reserved: bool = False) -> ObjectName:
+        first = self.i
         parts = [self._ident("a name")]
         while self.accept("."):
             parts.append(self._ident("a name"))
-        return ObjectName.parse(".".join(parts))
+        written = self.sql[self.words[first].start : self.words[self.i - 1].end + 1]
+        if len(parts) > 2 or not all(is_identifier(p) for p in parts):
+            # Checked per part, so a quoted `a.b` or `../x` cannot pass as a qualified name.
+            raise InvalidNameError(f"invalid name {written!r}: use letters, digits and _ (optionally namespace.name)")
+        try:
+            return ObjectName.parse(".".join(parts), allow_reserved=allow_reserved)
+        except InvalidNameError as exc:
+            raise InvalidNameError(str(exc).replace(repr(".".join(parts)), repr(written), 1)) from None
 
     def _ident(self, what: str) -> str:
         if self.i >= len(self.words) or self.words[self.i].is_string:
             raise self.error(what)
         w = self.words[self.i]
         self.i += 1
-        return self.sql[w.start : w.end + 1].strip("`")
+        return w.text if w.quoted else self.sql[w.start : w.end + 1]
 
     def ident(self) -> str:
         return self._ident("an identifier")
@@ -173,16 +244,14 @@ def parse_statement(sql: str) -> Statement:
         ParseError: with the line and column of the first problem.
         InvalidNameError: for names that are not plain identifiers.
     """
-    text = sql.strip().rstrip(";").strip()
-    if text[:8].upper() == "EXPLAIN ":
-        # sqlglot's tokenizer swallows everything after EXPLAIN as one command token.
-        inner = _Cursor(text[8:])
-        if inner.accept("REFRESH", "MATERIALIZED", "VIEW"):
-            return ExplainRefresh(_refresh_mv(inner))
-        raise inner.error("REFRESH MATERIALIZED VIEW after EXPLAIN")
+    text = sql.rstrip().rstrip(";").rstrip()  # leading blanks kept: positions stay true
     c = _Cursor(text)
     if c.at_end():
         raise ParseError("empty statement")
+    if c.accept("EXPLAIN"):
+        if c.accept("REFRESH", "MATERIALIZED", "VIEW"):
+            return ExplainRefresh(_refresh_mv(c))
+        raise c.error("REFRESH MATERIALIZED VIEW after EXPLAIN")
     if c.accept("CREATE"):
         return _create(c)
     if c.accept("REFRESH", "MATERIALIZED", "VIEW"):
@@ -206,20 +275,21 @@ def parse_statement(sql: str) -> Statement:
         return DropObject(name, mv, if_exists)
     if c.accept("ALTER", "MATERIALIZED", "VIEW"):
         return _alter(c)
-    if c.accept("SHOW", "MATERIALIZED", "VIEWS"):
-        c.expect_end()
-        return Show("MATERIALIZED VIEWS")
-    if c.accept("SHOW", "TABLES"):
-        c.expect_end()
-        return Show("TABLES")
+    if c.accept("SHOW"):
+        if c.accept("MATERIALIZED", "VIEWS"):
+            c.expect_end()
+            return Show("MATERIALIZED VIEWS")
+        if c.accept("TABLES"):
+            c.expect_end()
+            return Show("TABLES")
+        raise c.error("MATERIALIZED VIEWS or TABLES after SHOW")
     if c.accept("DESCRIBE") or c.accept("DESC"):
         c.accept("TABLE") or c.accept("MATERIALIZED", "VIEW")
-        name = c.name()
+        name = c.name(allow_reserved=True)  # DESCRIBE sparkmv.task_runs
         c.expect_end()
         return Describe(name)
-    text = sql.strip().rstrip(";")
     parse_query(text)  # raises ParseError with position, or for non-queries
-    return Query(text)
+    return Query(text.strip())
 
 
 def _mode(c: _Cursor) -> bool:
@@ -333,21 +403,26 @@ def _create(c: _Cursor) -> Statement:
         deferred = False
         while not c.peek("AS"):
             if c.accept("PARTITION", "BY"):
+                if c.peek("AS"):
+                    raise c.error("a column name")
                 partition_by = c.ident().lower()
             elif c.accept("REFRESH"):
-                if c.accept("IMMEDIATE"):
-                    deferred = False
-                elif c.accept("DEFERRED"):
-                    deferred = True
-                else:
+                # REFRESH [IMMEDIATE | DEFERRED] [MANUAL | ASYNC ...]: at least one of them
+                timed = c.peek("IMMEDIATE") or c.peek("DEFERRED")
+                if timed:
+                    deferred = c.accept("DEFERRED") or not c.accept("IMMEDIATE")
+                if not timed or c.peek("MANUAL") or c.peek("ASYNC"):
                     refresh = _scheme(c)
             elif c.accept("PROPERTIES"):
                 props.update(_properties(c))
             else:
                 raise c.error("PARTITION BY, REFRESH, PROPERTIES or AS")
         c.expect("AS")
+        start = c.words[c.i].start if not c.at_end() else len(c.sql)
         query = c.rest()
-        parse_query(query)
+        # Blank out what precedes the query (keeping newlines) so sqlglot's positions are
+        # positions in the whole statement.
+        parse_query(re.sub(r"[^\n]", " ", c.sql[:start]) + query)
         return CreateMaterializedView(name, query, partition_by, refresh, props, if_not_exists, deferred)
     if c.accept("TABLE"):
         return _create_table(c)
