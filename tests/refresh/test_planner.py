@@ -265,6 +265,9 @@ def test_ttl_drops_old_partitions_once_and_never_recomputes() -> None:
     p3 = plan([late], versions(old), {"2024-01-04", "2024-01-05"}, props)
     assert (p3.mode, p3.chunks) == ("SKIP", [])
     assert p3.consumed == {FACT: ["d=2023-12-01", "d=2023-12-31"]}
+    # Time passes without base changes: partitions that leave the TTL are dropped anyway.
+    later = plan([new], versions(new), {"2024-01-04", "2024-01-05"}, props, today=date(2024, 1, 8))
+    assert (later.mode, later.drop_partitions, later.chunks) == ("PCT", ["2024-01-04"], [])
     first = plan([new], {}, set(), props, refreshed_before=False)
     assert first.partitions == ["2024-01-04", "2024-01-05"]
 

@@ -30,7 +30,7 @@ from sparkmv.errors import (
     RefreshError,
     SparkMvError,
 )
-from sparkmv.refresh.context import MvDefinition, lineage_of, mv_partitions, pin_all
+from sparkmv.refresh.context import MvDefinition, lineage_of, mv_partitions, pin_for_refresh
 from sparkmv.refresh.monitor import RunMonitor
 from sparkmv.refresh.planner import Chunk, Plan, PlanInput, RefreshRequest, base_partitions_for, plan_refresh
 from sparkmv.refresh.properties import MvProperties
@@ -170,7 +170,7 @@ class RefreshExecutor:
             monitor.stop()
 
     def _plan(self, run_id: int, mv: MvDefinition, request: RefreshRequest, monitor: RunMonitor) -> RunContext | None:
-        pinned = pin_all(self.catalog, self.rt.iceberg, mv.base_tables)
+        pinned = pin_for_refresh(self.catalog, self.rt.iceberg, mv)
         lineage = lineage_of(mv, pinned)
         with self.catalog.transaction() as s:
             versions = self.catalog.versions.load(s, mv.object_id)

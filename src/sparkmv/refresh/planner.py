@@ -269,7 +269,8 @@ def plan_refresh(inp: PlanInput) -> Plan:
 
     if not inp.refreshed_before:
         return _full_plan(inp, "first refresh", changes, all_consumed)
-    if not considered and not force:
+    expiring = mode == "PCT" and bool(_dropped(inp, set(inp.mv_partitions)))
+    if not considered and not force and not expiring:
         return Plan("SKIP", "up to date", changed_base_partitions=changes, consumed=_excluded(changes, excluded))
     if mode == "FULL":
         why = auto_reason if considered else "FORCE"
