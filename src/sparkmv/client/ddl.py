@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 
 from pyspark.errors import PySparkException
 
@@ -26,6 +27,7 @@ from sparkmv.sql.statements import (
     CreateExternalTable,
     CreateMaterializedView,
     DropObject,
+    RefreshScheme,
 )
 from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
 
@@ -76,6 +78,14 @@ def _check_dependencies(rt: Runtime, mv: ObjectName, bases: list[ObjectName]) ->
             raise AnalysisError(f"materialized view '{mv}' cannot read system table '{base.qualified}'")
         if not _exists(rt, base):
             raise AnalysisError(f"table or view '{base}' does not exist")
+    from sparkmv.scheduler.dag import check_no_cycle
+
+    with rt.catalog.transaction() as s:
+        rows = rt.catalog.objects.list(s)
+        deps = {ObjectName(r.namespace, r.name).qualified: list(r.base_tables or []) for r in rows}
+    check_no_cycle(
+        mv.qualified, [b.qualified for b in bases], deps, lambda q: ObjectName.parse(q, allow_reserved=True).display
+    )
 
 
 def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
@@ -122,11 +132,21 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
                 refresh_scheme=stmt.refresh.text,
                 schedule_start=stmt.refresh.start,
                 schedule_every_seconds=stmt.refresh.every_seconds,
+                next_fire_time=_first_fire(stmt.refresh),
             )
     except Exception:
         rt.iceberg.drop_table(stmt.name)
         raise
     return f"created materialized view '{stmt.name}'"
+
+
+def _first_fire(scheme: RefreshScheme) -> datetime | None:
+    """First fire time of a scheduled scheme set now (None when not scheduled)."""
+    from sparkmv.scheduler.due import initial_fire_time
+
+    if scheme.every_seconds is None:
+        return None
+    return initial_fire_time(scheme.start, scheme.every_seconds, utcnow())
 
 
 def drop_object(rt: Runtime, stmt: DropObject) -> str:
@@ -189,7 +209,7 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
                 refresh_scheme=stmt.refresh.text,
                 schedule_start=stmt.refresh.start,
                 schedule_every_seconds=stmt.refresh.every_seconds,
-                next_fire_time=None,
+                next_fire_time=_first_fire(stmt.refresh),
             )
             return f"materialized view '{stmt.name}' now refreshes {stmt.refresh.text}"
         if stmt.resume_schedule:

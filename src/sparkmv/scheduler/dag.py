@@ -9,7 +9,7 @@ order and reported.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from sparkmv.errors import AnalysisError
 
@@ -48,8 +48,14 @@ def find_cycle(deps: Mapping[str, Iterable[str]]) -> list[str] | None:
     return None
 
 
-def check_no_cycle(name: str, bases: Iterable[str], deps: Mapping[str, Iterable[str]]) -> None:
-    """Reject a new or changed object ``name`` reading ``bases`` if that closes a cycle.
+def check_no_cycle(
+    name: str,
+    bases: Iterable[str],
+    deps: Mapping[str, Iterable[str]],
+    display: Callable[[str], str] = str,
+) -> None:
+    """Reject a new or changed object ``name`` reading ``bases`` if that closes a cycle;
+    ``display`` turns node names into the names shown in the error.
 
     Raises:
         AnalysisError: naming the cycle, e.g. ``a -> b -> a``.
@@ -66,7 +72,8 @@ def check_no_cycle(name: str, bases: Iterable[str], deps: Mapping[str, Iterable[
     if cycle is not None and name in cycle:
         i = cycle.index(name)
         closed = cycle[i:-1] + cycle[:i] + [name]
-        raise AnalysisError(f"materialized view '{name}' would create a dependency cycle: {' -> '.join(closed)}")
+        path = " -> ".join(display(n) for n in closed)
+        raise AnalysisError(f"materialized view '{display(name)}' would create a dependency cycle: {path}")
 
 
 def topological_order(deps: Mapping[str, Iterable[str]]) -> tuple[list[str], set[str]]:

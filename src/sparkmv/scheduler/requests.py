@@ -1,17 +1,20 @@
 """ASYNC refresh requests: ``REFRESH MATERIALIZED VIEW name WITH ASYNC MODE``.
 
-A request is a PENDING run; a request for an object that already has a pending one is
-recorded as MERGED into it (not queued twice).
+A request is a PENDING run executed by the scheduler; a request for an object that
+already has a pending one is recorded as MERGED into it (not queued twice). The check and
+the insert happen under the object's row lock (:func:`sparkmv.scheduler.claims.enqueue_run`),
+so two concurrent requests cannot both queue a run.
 """
 
 from __future__ import annotations
 
-from sparkmv.catalog import RunState, Trigger
-from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog import Trigger
 from sparkmv.names import ObjectName
 from sparkmv.refresh.planner import RefreshRequest
+from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.scheduler.claims import enqueue_run
 
 
 def enqueue(rt: Runtime, name: ObjectName, request: RefreshRequest) -> RefreshRun:
@@ -22,13 +25,7 @@ def enqueue(rt: Runtime, name: ObjectName, request: RefreshRequest) -> RefreshRu
     """
     with rt.catalog.transaction() as s:
         row = rt.catalog.objects.get(s, name)
-        pending = rt.catalog.runs.pending(s, row.id)
+        priority = MvProperties.parse(row.properties or {}).task_priority if row.kind == "MATERIALIZED_VIEW" else 0
         opts = {"force": request.force, "start": request.start, "end": request.end}
-        if pending is not None:
-            merged = rt.catalog.runs.create(
-                s, row.id, str(name), Trigger.MANUAL, RunState.MERGED, finished=utcnow(),
-                mode_reason=f"merged into pending run {pending.run_id}", request_options=opts,
-            )  # fmt: skip
-            return RefreshRun.from_row(merged)
-        run = rt.catalog.runs.create(s, row.id, str(name), Trigger.MANUAL, RunState.PENDING, request_options=opts)
+        run, _merged = enqueue_run(s, row, Trigger.MANUAL, opts, priority)
         return RefreshRun.from_row(run)
