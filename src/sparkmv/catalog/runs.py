@@ -30,13 +30,19 @@ class RunStore:
         state: RunState = RunState.PENDING,
         **fields: Any,
     ) -> TaskRunRow:
-        """Insert a run and return it with its ``run_id`` assigned."""
+        """Insert a run and return it with its ``run_id`` assigned.
+
+        ``created`` is now, or ``started`` when the caller took that earlier (so that
+        ``created <= started`` always holds).
+        """
+        now = utcnow()
+        started = fields.get("started")
         run = TaskRunRow(
             object_id=object_id,
             object_name=object_name,
             trigger=trigger,
             state=state,
-            created=utcnow(),
+            created=min(now, started) if started is not None else now,
             **fields,
         )
         session.add(run)

@@ -11,6 +11,7 @@ contents; a crash leaves the lease to expire and :mod:`sparkmv.refresh.recovery`
 from __future__ import annotations
 
 import logging
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -66,9 +67,10 @@ def spark_error_text(exc: BaseException) -> str:
     """The first meaningful line of a Spark/py4j error."""
     text = str(exc).strip()
     for line in text.splitlines():
-        line = line.strip()
-        if line and not line.startswith(("JVM stacktrace", "at ", "py4j")):
-            return line[:2000]
+        line = line.strip().removeprefix(": ")
+        if line and not line.startswith(("JVM stacktrace", "at ", "py4j", "An error occurred while calling")):
+            # Py4JJavaError: ": org.apache.spark.SparkException: [FAILED_READ_FILE...] ..."
+            return re.sub(r"^(?:[\w$.]+(?:Exception|Error): )+", "", line)[:2000]
     return type(exc).__name__
 
 
