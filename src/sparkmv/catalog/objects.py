@@ -8,6 +8,7 @@ row as it is now.
 
 from __future__ import annotations
 
+import builtins
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -41,9 +42,10 @@ def busy_message(row: ObjectRow) -> str:
     if row.kind == ObjectKind.REFRESHABLE_TABLE:
         return f"Table '{name}' is not in idle state (current state {row.state}, run {row.current_run_id})"
     since = row.state_since.isoformat(sep=" ", timespec="seconds") if row.state_since else "?"
+    owner = ":".join((row.lease_owner or "?").split(":")[:2])  # host:pid (the lease also holds a start time)
     return (
         f"MV '{name}' is being refreshed (state {row.state}, run {row.current_run_id}, "
-        f"owner {row.lease_owner}, since {since})"
+        f"owner {owner}, since {since})"
     )
 
 
@@ -213,7 +215,7 @@ class ObjectStore:
         return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
     @staticmethod
-    def expired_leases(session: Session, now: datetime | None = None) -> list[ObjectRow]:
+    def expired_leases(session: Session, now: datetime | None = None) -> builtins.list[ObjectRow]:
         """Objects in a non-IDLE state whose lease expired (their owner is presumed dead)."""
         now = now or utcnow()
         return list(

@@ -7,6 +7,7 @@ as a lease check, so a stalled owner whose lease was taken over cannot record an
 
 from __future__ import annotations
 
+import builtins
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -88,7 +89,7 @@ class RunStore:
 
     # -- progress table ---------------------------------------------------------------------
     @staticmethod
-    def add_chunks(session: Session, run_id: int, chunks: list[list[Any]]) -> None:
+    def add_chunks(session: Session, run_id: int, chunks: builtins.list[builtins.list[Any]]) -> None:
         """Insert one not-completed progress row per chunk (chunk ids 0..n-1)."""
         now = utcnow()
         for chunk_id, partitions in enumerate(chunks):
@@ -96,7 +97,7 @@ class RunStore:
         session.flush()
 
     @staticmethod
-    def chunks(session: Session, run_id: int) -> list[ProgressRow]:
+    def chunks(session: Session, run_id: int) -> builtins.list[ProgressRow]:
         """The progress rows of a run, by chunk id."""
         return list(
             session.scalars(select(ProgressRow).where(ProgressRow.run_id == run_id).order_by(ProgressRow.chunk_id))
@@ -123,7 +124,7 @@ class RunStore:
         run_id: int,
         chunk_id: int,
         *,
-        files: list[str],
+        files: builtins.list[str],
         processed_rows: int,
         bytes_written: int,
         duration_seconds: float,
@@ -155,7 +156,7 @@ class RunStore:
         )
 
     @staticmethod
-    def mark_published(session: Session, run_id: int, chunk_ids: list[int]) -> None:
+    def mark_published(session: Session, run_id: int, chunk_ids: builtins.list[int]) -> None:
         """Record that these chunks' files were committed (``publish = per_chunk``)."""
         session.execute(
             update(ProgressRow)

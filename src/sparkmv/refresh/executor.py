@@ -15,11 +15,10 @@ import re
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sparkmv.analysis.query import bind_tables, filter_partitions
 from sparkmv.catalog import ObjectKind, RefreshState, RunState, Trigger
 from sparkmv.catalog.clock import utcnow
 from sparkmv.catalog.models import TaskRunRow
@@ -55,7 +54,21 @@ class RunContext:
     pinned: dict[str, PinnedTable]
     monitor: RunMonitor
     staging: Path
-    job_group: str
+    job_tag: str
+    mv_snapshot: int | None = None
+    """The MV's Iceberg snapshot when the run was planned; an atomic publish requires it."""
+    own_attempts: list[Path] = field(default_factory=list)
+    """Attempt directories this process created (removed when unrecorded and the lease is lost)."""
+
+
+def job_tag(run_id: int) -> str:
+    """The Spark job tag of every job of run ``run_id`` (cancelled together)."""
+    return f"sparkmv-run-{run_id}"
+
+
+def chunk_job_group(run_id: int, chunk_id: int) -> str:
+    """The Spark job group of one chunk of a run (``statusTracker().getJobIdsForGroup``)."""
+    return f"sparkmv-run-{run_id}-chunk-{chunk_id}"
 
 
 def staging_dir(table_location: str, run_id: int) -> Path:
@@ -81,6 +94,7 @@ class RefreshExecutor:
         self.rt = runtime
         self.catalog = runtime.catalog
         self.progress = progress
+        self._chunk_running = False
 
     # -- entry points ---------------------------------------------------------------------
     def refresh(
@@ -140,6 +154,7 @@ class RefreshExecutor:
             mv.properties.lease_renew_seconds,
             mv.properties.lease_timeout_seconds,
             on_stop=lambda: self._cancel_jobs(run_id),
+            running=lambda: self._chunk_running,
         ).start()
         ctx: RunContext | None = None
         try:
@@ -152,21 +167,21 @@ class RefreshExecutor:
             return self._run_result(run_id)
         except LeaseLostError as exc:
             log.warning("run %s: %s", run_id, exc)
-            self._discard_unrecorded(run_id, mv)
+            self._discard_own(run_id, ctx)
             raise
         except RefreshCancelledError:
-            self._abort(run_id, mv, RunState.CANCELLED, "cancelled")
+            self._abort(run_id, mv, RunState.CANCELLED, "cancelled", ctx)
             return self._run_result(run_id)
         except Exception as exc:
-            if monitor.cancelled:
-                self._abort(run_id, mv, RunState.CANCELLED, "cancelled")
-            elif monitor.lease_lost:
-                self._discard_unrecorded(run_id, mv)
+            if monitor.lease_lost:
+                self._discard_own(run_id, ctx)
                 raise LeaseLostError(f"run {run_id} lost its lease") from exc
+            if monitor.cancelled:
+                self._abort(run_id, mv, RunState.CANCELLED, "cancelled", ctx)
             else:
                 msg = str(exc) if isinstance(exc, SparkMvError) else spark_error_text(exc)
                 log.error("run %s failed: %s", run_id, msg)
-                self._abort(run_id, mv, RunState.FAILED, msg)
+                self._abort(run_id, mv, RunState.FAILED, msg, ctx)
             return self._run_result(run_id)
         finally:
             monitor.stop()
@@ -191,7 +206,13 @@ class RefreshExecutor:
             )
         )
         log.info("run %s of %s: mode %s (%s), %d chunks", run_id, mv.name, plan.mode, plan.reason, len(plan.chunks))
-        stored = {"plan": plan.to_json(), "pinned": {t: p.to_json() for t, p in pinned.items()}}
+        current = self.rt.iceberg.load(mv.name).current_snapshot()
+        mv_snapshot = current.snapshot_id if current is not None else None
+        stored = {
+            "plan": plan.to_json(),
+            "pinned": {t: p.to_json() for t, p in pinned.items()},
+            "mv_snapshot": mv_snapshot,
+        }
         with self.catalog.transaction() as s:
             self.catalog.runs.update(
                 s,
@@ -206,7 +227,7 @@ class RefreshExecutor:
                 self._finish_catalog(s, run_id, mv, plan, pinned, RunState.SKIPPED, None, RefreshState.REFRESHING)
                 return None
             self.catalog.runs.add_chunks(s, run_id, [c.partitions for c in plan.chunks])  # type: ignore[misc]
-        return self._context(run_id, mv, plan, pinned, monitor)
+        return self._context(run_id, mv, plan, pinned, monitor, mv_snapshot)
 
     def _load_plan(self, run_id: int, mv: MvDefinition, monitor: RunMonitor) -> RunContext:
         with self.catalog.transaction() as s:
@@ -216,21 +237,33 @@ class RefreshExecutor:
             raise RefreshError(f"run {run_id} has no stored plan to resume")
         plan = Plan.from_json(stored["plan"])
         pinned = {t: PinnedTable.from_json(p) for t, p in stored["pinned"].items()}
-        return self._context(run_id, mv, plan, pinned, monitor)
+        return self._context(run_id, mv, plan, pinned, monitor, stored.get("mv_snapshot"))
 
     def _context(
-        self, run_id: int, mv: MvDefinition, plan: Plan, pinned: dict[str, PinnedTable], monitor: RunMonitor
+        self,
+        run_id: int,
+        mv: MvDefinition,
+        plan: Plan,
+        pinned: dict[str, PinnedTable],
+        monitor: RunMonitor,
+        mv_snapshot: int | None,
     ) -> RunContext:
         location = self.rt.iceberg.load(mv.name).location()
-        return RunContext(run_id, mv, plan, pinned, monitor, staging_dir(location, run_id), f"sparkmv-run-{run_id}")
+        return RunContext(
+            run_id, mv, plan, pinned, monitor, staging_dir(location, run_id), job_tag(run_id), mv_snapshot
+        )
 
     def _run_chunks(self, ctx: RunContext) -> None:
         with self.catalog.transaction() as s:
             progress = self.catalog.runs.chunks(s, ctx.run_id)
         total = len(progress)
         last_start = 0.0
+        per_chunk = ctx.mv.properties.publish == "PER_CHUNK"
         for prow in progress:
             if prow.is_completed:
+                if per_chunk and not prow.published:
+                    # Recorded but the process died before (or while) committing it.
+                    self._publish_chunk(ctx, prow.chunk_id, list(prow.files or []), ctx.plan.chunks[prow.chunk_id])
                 continue
             self._between_chunks(ctx)
             throttle = self._throttle(ctx)
@@ -264,7 +297,7 @@ class RefreshExecutor:
                     s, ctx.run_id, partitions_done=sum(len(c.partitions or []) for c in done_chunks)
                 )
             self.rt.faults.hit("after_progress_recorded", prow.chunk_id)
-            if ctx.mv.properties.publish == "PER_CHUNK":
+            if per_chunk:
                 self._publish_chunk(ctx, prow.chunk_id, staged.files, chunk)
             if self.progress:
                 self.progress(len(done_chunks), total, sum(c.processed_rows for c in done_chunks))
@@ -295,17 +328,27 @@ class RefreshExecutor:
         from sparkmv.refresh.compute import compute_chunk
 
         directory = ctx.staging / f"chunk-{chunk_id}-a{attempt}"
+        ctx.own_attempts.append(directory)
         sc = self.rt.spark.sparkContext
-        sc.setJobGroup(ctx.job_group, f"sparkmv refresh {ctx.mv.name} run {ctx.run_id} chunk {chunk_id}", True)
+        description = f"sparkmv refresh {ctx.mv.name} run {ctx.run_id} chunk {chunk_id}"
+        sc.setJobGroup(chunk_job_group(ctx.run_id, chunk_id), description, True)
+        sc.addJobTag(ctx.job_tag)
+        self._chunk_running = True
         try:
+            # A cancel read just before the tag was set would not have reached Spark.
+            if ctx.monitor.cancelled or ctx.monitor.lease_lost:
+                raise RefreshCancelledError(f"run {ctx.run_id} stopped before chunk {chunk_id}")
             restrict = base_partitions_for(chunk, lineage_of(ctx.mv, ctx.pinned), ctx.pinned)
             return compute_chunk(self.rt, ctx.mv, ctx.pinned, chunk, restrict, directory, f"r{ctx.run_id}c{chunk_id}")
         finally:
+            self._chunk_running = False
+            sc.removeJobTag(ctx.job_tag)
             sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
 
     def _cancel_jobs(self, run_id: int) -> None:
+        """Cancel every running Spark job of the run (called from the monitor thread)."""
         if self.rt.has_spark:
-            self.rt.spark.sparkContext.cancelJobGroup(f"sparkmv-run-{run_id}")
+            self.rt.spark.sparkContext.cancelJobsWithTag(job_tag(run_id))
 
     def _to_finishing(self, ctx: RunContext) -> None:
         self._between_chunks(ctx)
@@ -325,7 +368,8 @@ class RefreshExecutor:
         from sparkmv.refresh.publish import publish_run
 
         self.rt.faults.hit("before_publish")
-        snapshot_id = publish_run(self.rt, ctx.run_id, ctx.mv, ctx.plan)
+        self._check_lease(ctx.run_id, ctx.mv, "before publishing")
+        snapshot_id = publish_run(self.rt, ctx.run_id, ctx.mv, ctx.plan, ctx.mv_snapshot)
         self.rt.faults.hit("after_publish")
         with self.catalog.transaction() as s:
             self._finish_catalog(
@@ -342,9 +386,10 @@ class RefreshExecutor:
         pinned = {t: PinnedTable.from_json(p) for t, p in stored["pinned"].items()}
         table = self.rt.iceberg.load(mv.name)
         snapshot_id = self.rt.iceberg.snapshot_of_run(table, run_id)
-        if snapshot_id is None or plan.chunks and mv.properties.publish == "PER_CHUNK":
+        if snapshot_id is None or (plan.chunks and mv.properties.publish == "PER_CHUNK"):
             log.info("run %s: publishing again during recovery", run_id)
-            snapshot_id = publish_run(self.rt, run_id, mv, plan)
+            self._check_lease(run_id, mv, "before publishing")
+            snapshot_id = publish_run(self.rt, run_id, mv, plan, stored.get("mv_snapshot"))
         else:
             log.info("run %s: commit already landed (snapshot %s); completing the catalog", run_id, snapshot_id)
         with self.catalog.transaction() as s:
@@ -384,22 +429,33 @@ class RefreshExecutor:
         self.catalog.objects.set_fields(s, mv.object_id, **fields)
         self.catalog.control.clear(s, run_id)
 
-    def _abort(self, run_id: int, mv: MvDefinition, state: RunState, error: str) -> None:
-        """Back to IDLE with the MV untouched; the run ends as ``state`` with ``error``."""
+    def _abort(
+        self, run_id: int, mv: MvDefinition, state: RunState, error: str, ctx: RunContext | None = None
+    ) -> None:
+        """Back to IDLE with the MV untouched; the run ends as ``state`` with ``error``.
+
+        Only while this process still holds the lease: a process whose lease was taken over
+        must not touch the run (recovery owns it now); it removes only its own unrecorded
+        attempts and raises :class:`LeaseLostError`.
+        """
         owner = str(self.rt.owner)
-        try:
-            with self.catalog.transaction() as s:
-                row = self.catalog.objects.by_id(s, mv.object_id)
-                if row.current_run_id == run_id and row.lease_owner == owner:
-                    self.catalog.objects.transition(
-                        s, mv.object_id, run_id, owner, RefreshState(row.state), RefreshState.IDLE, 0
-                    )
+        with self.catalog.transaction() as s:
+            row = self.catalog.objects.by_id(s, mv.object_id)
+            holds = row.current_run_id == run_id and row.lease_owner == owner and row.state != RefreshState.IDLE
+            if holds:
+                self.catalog.objects.transition(
+                    s, mv.object_id, run_id, owner, RefreshState(row.state), RefreshState.IDLE, 0
+                )
                 self.catalog.runs.update(s, run_id, state=state, error=error, finished=utcnow())
-                self.catalog.objects.set_fields(s, mv.object_id, consecutive_failures=row.consecutive_failures + 1)
+                self.catalog.objects.set_fields(
+                    s, mv.object_id, consecutive_failures=row.consecutive_failures + 1
+                )
                 self.catalog.control.clear(s, run_id)
-        finally:
-            if mv.properties.publish != "PER_CHUNK":
-                self._remove_staging(run_id, mv)
+        if not holds:
+            self._discard_own(run_id, ctx)
+            raise LeaseLostError(f"run {run_id} lost its lease; it was not marked {state}")
+        if mv.properties.publish != "PER_CHUNK":
+            self._remove_staging(run_id, mv)
 
     def _remove_staging(self, run_id: int, mv: MvDefinition) -> None:
         try:
@@ -407,6 +463,28 @@ class RefreshExecutor:
         except SparkMvError:
             return
         shutil.rmtree(staging_dir(location, run_id), ignore_errors=True)
+
+    def _check_lease(self, run_id: int, mv: MvDefinition, what: str) -> None:
+        """Renew the lease now; raise :class:`LeaseLostError` when it is no longer ours."""
+        with self.catalog.transaction() as s:
+            ok = self.catalog.objects.renew_lease(
+                s, mv.object_id, run_id, str(self.rt.owner), mv.properties.lease_timeout_seconds
+            )
+        if not ok:
+            raise LeaseLostError(f"run {run_id} lost its lease {what}")
+
+    def _discard_own(self, run_id: int, ctx: RunContext | None) -> None:
+        """Remove the attempt directories this process wrote that the progress table does
+        not reference (the late writes of an owner whose lease was taken over)."""
+        if ctx is None or not ctx.own_attempts:
+            return
+        with self.catalog.transaction() as s:
+            recorded = {f for c in self.catalog.runs.chunks(s, run_id) for f in (c.files or [])}
+        recorded_dirs = {Path(f.removeprefix("file://")).parent for f in recorded}
+        for attempt in ctx.own_attempts:
+            if not any(d == attempt or attempt in d.parents for d in recorded_dirs):
+                log.info("run %s: removing unrecorded attempt %s", run_id, attempt)
+                shutil.rmtree(attempt, ignore_errors=True)
 
     def _discard_unrecorded(self, run_id: int, mv: MvDefinition) -> None:
         """Remove staged attempts of this run that the progress table does not reference."""
@@ -425,6 +503,7 @@ class RefreshExecutor:
     def _publish_chunk(self, ctx: RunContext, chunk_id: int, files: list[str], chunk: Chunk) -> None:
         from sparkmv.refresh.publish import publish_chunk
 
+        self._check_lease(ctx.run_id, ctx.mv, f"before publishing chunk {chunk_id}")
         publish_chunk(self.rt, ctx.run_id, ctx.mv, ctx.plan, chunk_id, files, chunk)
         with self.catalog.transaction() as s:
             self.catalog.runs.mark_published(s, ctx.run_id, [chunk_id])

@@ -1,8 +1,9 @@
 """Fault injection for crash tests: die at a named point of the refresh lifecycle.
 
-Configured by ``SPARKMV_FAULT=<point>[:<chunk>]`` and ``SPARKMV_FAULT_MODE=exit|kill``
-(``os._exit(17)`` or ``SIGKILL`` to itself), read once when the runtime is built and passed
-down as a :class:`FaultInjector`. Points: ``after_chunk_staged``,
+Configured by ``SPARKMV_FAULT=<point>[:<chunk>]`` and ``SPARKMV_FAULT_MODE=exit|kill|stall``
+(``os._exit(17)``, ``SIGKILL`` to itself, or ``SIGSTOP`` to itself: a live-but-stalled owner
+that continues when sent ``SIGCONT``), read once when the runtime is built and passed down
+as a :class:`FaultInjector`. Points: ``after_chunk_staged``,
 ``before_progress_recorded``, ``after_progress_recorded``, ``before_publish``,
 ``after_publish``, ``during_cleanup``, ``during_load``, ``during_merge``.
 """
@@ -24,6 +25,8 @@ POINTS = (
     "during_merge",
 )
 
+MODES = ("exit", "kill", "stall")
+
 
 @dataclass(frozen=True)
 class FaultInjector:
@@ -43,11 +46,17 @@ class FaultInjector:
         point, _, chunk = spec.partition(":")
         if point not in POINTS:
             raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS)}")
-        return cls(point, int(chunk) if chunk else None, environ.get("SPARKMV_FAULT_MODE", "exit"))
+        mode = environ.get("SPARKMV_FAULT_MODE", "exit")
+        if mode not in MODES:
+            raise ValueError(f"unknown fault mode {mode!r}; known: {', '.join(MODES)}")
+        return cls(point, int(chunk) if chunk else None, mode)
 
     def hit(self, point: str, chunk: int | None = None) -> None:
         """Die here when configured for ``point`` (and ``chunk``)."""
         if self.point != point or (self.chunk is not None and chunk != self.chunk):
+            return
+        if self.mode == "stall":
+            os.kill(os.getpid(), signal.SIGSTOP)
             return
         if self.mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)

@@ -2,8 +2,9 @@
 
 Every ``poll_seconds`` it reads the control commands of the run; every
 ``lease_renew_seconds`` it renews the lease with a compare-and-set. On CANCEL, or when
-the lease is lost, it cancels the run's Spark job group at once, so a long chunk stops
-within seconds; the executor sees the flags between chunks.
+the lease is lost, it cancels the run's Spark jobs at once (and again at every poll while
+a chunk is still running, so a job submitted right after the first cancel stops too); a
+long chunk stops within seconds and the executor sees the flags between chunks.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class RunMonitor:
         lease_timeout_seconds: float,
         on_stop: Callable[[], None],
         poll_seconds: float = 0.5,
+        running: Callable[[], bool] | None = None,
     ) -> None:
         self.catalog = catalog
         self.object_id = object_id
@@ -37,6 +39,7 @@ class RunMonitor:
         self.lease_seconds = lease_timeout_seconds
         self.poll_seconds = poll_seconds
         self.on_stop = on_stop
+        self.running = running or (lambda: False)
         self.cancelled = False
         self.paused = False
         self.lease_lost = False
@@ -73,13 +76,21 @@ class RunMonitor:
             self.on_stop()
         return ok
 
+    @property
+    def stopping(self) -> bool:
+        """True once the run must stop (cancelled, or the lease is lost)."""
+        return self.cancelled or self.lease_lost
+
     def _loop(self) -> None:
         last_renew = time.monotonic()
         while not self._stop.wait(self.poll_seconds):
             try:
+                was_stopping = self.stopping
                 self.check_commands()
                 if time.monotonic() - last_renew >= self.renew_every:
                     self.renew()
                     last_renew = time.monotonic()
-            except Exception:  # noqa: BLE001 - a transient catalog error must not kill the heartbeat
+                if was_stopping and self.running():
+                    self.on_stop()
+            except Exception:
                 continue

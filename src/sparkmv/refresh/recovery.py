@@ -4,7 +4,9 @@
 input are in the run); ``FINISHING`` runs check whether the commit tagged with the run id
 landed and then only complete the catalog side, or publish again. A run taken over more
 than ``max_refresh_attempts`` times in all is abandoned: ``FAILED``, staging removed, the
-MV ``IDLE`` with its previous contents.
+MV ``IDLE`` with its previous contents. Finally, staged attempt directories of finished
+runs that no Iceberg snapshot references (left by a process that died during cleanup, or by
+an owner whose lease was taken over) are removed.
 """
 
 from __future__ import annotations
@@ -12,11 +14,13 @@ from __future__ import annotations
 import logging
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 from sparkmv.catalog import ObjectKind, RefreshState, RunState
 from sparkmv.catalog.clock import utcnow
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import SparkMvError
+from sparkmv.names import ObjectName
 from sparkmv.refresh.executor import RefreshExecutor, staging_dir
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.result import RefreshRun
@@ -27,7 +31,8 @@ log = logging.getLogger("sparkmv.recovery")
 
 @dataclass(frozen=True)
 class RecoveryOutcome:
-    """What recovery did with one object: ``resumed``, ``abandoned`` or ``lost-race``."""
+    """What recovery did with one object: ``resumed``, ``abandoned``, ``failed``,
+    ``lost-race``, or ``cleaned`` (orphan staging of a finished run removed)."""
 
     name: str
     run_id: int | None
@@ -41,12 +46,63 @@ def expired_runs(rt: Runtime) -> list[ObjectRow]:
         return rt.catalog.objects.expired_leases(s)
 
 
-def recover(rt: Runtime) -> list[RecoveryOutcome]:
-    """Take over and resume every run whose lease expired; returns what was done."""
+def recover(rt: Runtime, sweep: bool = True) -> list[RecoveryOutcome]:
+    """Take over and resume every run whose lease expired, then (``sweep``) remove orphan
+    staging of finished runs; returns what was done."""
     outcomes: list[RecoveryOutcome] = []
     for row in expired_runs(rt):
         outcomes.append(recover_object(rt, row))
+    if sweep:
+        outcomes.extend(sweep_orphans(rt))
     return outcomes
+
+
+def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
+    """Remove staged attempt directories of finished runs of IDLE MVs that no snapshot of
+    the MV references (never those of a live run)."""
+    with rt.catalog.transaction() as s:
+        rows = [
+            r
+            for r in rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW)
+            if r.state == RefreshState.IDLE
+        ]
+        final = {
+            r.id: {run.run_id for run in rt.catalog.runs.list(s, r.id) if RunState(run.state).is_final}
+            for r in rows
+        }
+    outcomes: list[RecoveryOutcome] = []
+    for row in rows:
+        name = ObjectName(row.namespace, row.name)
+        try:
+            data = Path(rt.iceberg.load(name).location().removeprefix("file://")) / "data"
+        except SparkMvError:
+            continue
+        candidates = [
+            (run_id, attempt)
+            for run_dir in (data.iterdir() if data.is_dir() else [])
+            if (run_id := _run_id_of(run_dir.name)) is not None and run_id in final[row.id]
+            for attempt in run_dir.iterdir()
+            if attempt.is_dir()
+        ]
+        if not candidates:
+            continue
+        referenced = rt.iceberg.referenced_files(name)
+        referenced_dirs = {str(Path(f).parent) for f in referenced}
+        removed: dict[int, int] = {}
+        for run_id, attempt in candidates:
+            prefix = str(attempt)
+            if any(d == prefix or d.startswith(prefix + "/") for d in referenced_dirs):
+                continue
+            log.info("removing orphan staging %s", attempt)
+            shutil.rmtree(attempt, ignore_errors=True)
+            removed[run_id] = removed.get(run_id, 0) + 1
+        outcomes.extend(RecoveryOutcome(name.display, run_id, "cleaned") for run_id in sorted(removed))
+    return outcomes
+
+
+def _run_id_of(directory: str) -> int | None:
+    head, _, tail = directory.partition("-")
+    return int(tail) if head == "run" and tail.isdigit() else None
 
 
 def recover_object(rt: Runtime, row: ObjectRow) -> RecoveryOutcome:
@@ -87,8 +143,6 @@ def abandon(rt: Runtime, row: ObjectRow, run_id: int, reason: str) -> None:
         rt.catalog.objects.transition(s, row.id, run_id, str(rt.owner), RefreshState(row.state), RefreshState.IDLE, 0)
         rt.catalog.runs.update(s, run_id, state=RunState.FAILED, error=reason, finished=utcnow())
     try:
-        from sparkmv.names import ObjectName
-
         location = rt.iceberg.load(ObjectName(row.namespace, row.name)).location()
         shutil.rmtree(staging_dir(location, run_id), ignore_errors=True)
     except SparkMvError:
