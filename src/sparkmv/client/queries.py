@@ -39,10 +39,10 @@ def table_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataF
     except SparkMvError as exc:
         raise ObjectNotFoundError(str(exc)) from exc
     df = read_pinned(rt.spark, pinned)
-    if empty:
-        return rt.spark.createDataFrame([], df.schema)
     if row is not None and row.kind == "REFRESHABLE_TABLE":
         df = df.drop("_vnode")
+    if empty:
+        return rt.spark.createDataFrame([], df.schema)
     return df
 
 

@@ -1,0 +1,151 @@
+"""The per-vnode merge of staged source rows into the table, with its changelog.
+
+For a batch of vnodes, staging ``s`` and the table's pinned files ``t`` are joined on the
+primary key (Spark picks a sort-merge join for large inputs; full outer):
+
+=================  ==========================================  =======================
+key in             OVERWRITE                                   IGNORE
+=================  ==========================================  =======================
+``s`` only         insert ``I``                                insert ``I``
+``t`` only         delete ``D``                                delete ``D``
+both, different    update ``U`` (source values)                untouched (table values)
+both, equal        untouched                                   untouched
+=================  ==========================================  =======================
+
+Only vnodes with at least one change get new table files (the whole vnode, rewritten);
+changelog rows carry ``op``, the key, the new values (NULL for deletes) and the run id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import reduce
+from pathlib import Path
+
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import IntegerType, StructField, StructType
+
+from sparkmv.refresh.reload.options import VNODE_COLUMN, TableDef
+from sparkmv.storage.files import write_staged
+
+
+@dataclass
+class VnodeResult:
+    """What the merge did to one vnode: counts of I/U/D and the new table files."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+    files: list[str] = field(default_factory=list)
+    rows: int = 0
+
+    @property
+    def changed(self) -> bool:
+        """True when the vnode's table files must be replaced."""
+        return bool(self.inserted or self.updated or self.deleted)
+
+
+@dataclass
+class BatchResult:
+    """Result of merging one batch of vnodes: per-vnode results and the changelog files."""
+
+    vnodes: dict[int, VnodeResult]
+    changelog_files: list[str]
+    changelog_rows: int
+
+
+def _schema(spark: SparkSession, tdef: TableDef) -> StructType:
+    from pyspark.sql.types import _parse_datatype_string
+
+    return StructType(
+        [*[StructField(c.name, _parse_datatype_string(c.type), True) for c in tdef.columns],
+         StructField(VNODE_COLUMN, IntegerType(), True)]
+    )  # fmt: skip
+
+
+def _read(spark: SparkSession, files: list[str], schema: StructType, prefix: str) -> DataFrame:
+    df = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    return df.select(*[F.col(f"`{f.name}`").alias(prefix + f.name) for f in schema.fields],
+                     F.lit(True).alias(prefix + "present"))  # fmt: skip
+
+
+def merge_batch(
+    spark: SparkSession,
+    tdef: TableDef,
+    run_id: int,
+    vnodes: list[int],
+    staged_files: list[str],
+    table_files: list[str],
+    directory: Path,
+) -> BatchResult:
+    """Merge ``vnodes``: staged files vs the table's pinned files of those vnodes.
+
+    Args:
+        staged_files / table_files: Parquet file URIs of exactly these vnodes.
+        directory: attempt directory; table files go to ``table/``, changelog to ``changelog/``.
+
+    Returns:
+        Per-vnode counts and new files (every vnode of ``vnodes`` present), changelog files.
+    """
+    schema = _schema(spark, tdef)
+    s = _read(spark, staged_files, schema, "s__")
+    t = _read(spark, table_files, schema, "t__")
+    cond = reduce(lambda a, b: a & b, [F.col(f"s__{k}") == F.col(f"t__{k}") for k in tdef.primary_key])
+    j = s.join(t, cond, "full_outer")
+    in_s = F.col("s__present").isNotNull()
+    in_t = F.col("t__present").isNotNull()
+    values = tdef.value_columns
+    if values and tdef.on_conflict == "OVERWRITE":
+        differs: Column = reduce(lambda a, b: a | b, [~F.col(f"s__{v}").eqNullSafe(F.col(f"t__{v}")) for v in values])
+        op = F.when(~in_t, "I").when(~in_s, "D").when(differs, "U")
+    else:
+        op = F.when(~in_t, "I").when(~in_s, "D")
+    keep_source = ~in_t if tdef.on_conflict == "IGNORE" else F.lit(True)
+
+    def value(name: str) -> Column:
+        if name in tdef.primary_key:
+            return F.coalesce(F.col(f"s__{name}"), F.col(f"t__{name}"))
+        return F.when(keep_source, F.col(f"s__{name}")).otherwise(F.col(f"t__{name}"))
+
+    merged = j.select(
+        *[value(c.name).alias(c.name) for c in tdef.columns],
+        F.coalesce(F.col(f"s__{VNODE_COLUMN}"), F.col(f"t__{VNODE_COLUMN}")).alias(VNODE_COLUMN),
+        op.alias("op"),
+        in_s.alias("__keep"),
+    ).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        results = {v: VnodeResult() for v in vnodes}
+        for row in merged.groupBy(VNODE_COLUMN, "op").count().collect():
+            r = results.setdefault(int(row[VNODE_COLUMN]), VnodeResult())
+            n = int(row["count"])
+            if row["op"] == "I":
+                r.inserted += n
+            elif row["op"] == "U":
+                r.updated += n
+            elif row["op"] == "D":
+                r.deleted += n
+            if row["op"] != "D":
+                r.rows += n
+        changed = sorted(v for v, r in results.items() if r.changed)
+        if not changed:
+            return BatchResult(results, [], 0)
+        log = merged.where(F.col("op").isNotNull()).select(
+            F.col("op"),
+            *[F.col(f"`{c.name}`") if c.name in tdef.primary_key
+              else F.when(F.col("op") == "D", F.lit(None)).otherwise(F.col(f"`{c.name}`")).alias(c.name)
+              for c in tdef.columns],
+            F.lit(run_id).cast("long").alias("run_id"),
+        )  # fmt: skip
+        log_out = write_staged(log, directory / "changelog", None, max_files=2)
+        table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
+            *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
+        )
+        table_out = write_staged(table, directory / "table", VNODE_COLUMN, max_files=max(1, min(8, len(changed))))
+        for uri in table_out.files:
+            vnode = int(Path(uri).parent.name.split("=", 1)[1])
+            results[vnode].files.append(uri)
+        return BatchResult(results, log_out.files, log_out.rows)
+    finally:
+        merged.unpersist()

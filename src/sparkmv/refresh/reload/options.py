@@ -1,0 +1,235 @@
+"""The definition of a refreshable table: WITH options, validation, stored form.
+
+A refreshable table is stored as one ``smv_objects`` row of kind ``REFRESHABLE_TABLE``;
+everything about its associated source lives in the row's ``options`` JSON, written by
+:meth:`TableDef.to_options` and read back by :meth:`TableDef.from_row`. Plain Python:
+no Spark here.
+
+>>> opts = parse_with_options("t", {"connector": "files", "path": "/", "format": "CSV",
+...                                 "refresh_mode": "full_reload"})
+>>> (opts["format"], opts["refresh_mode"], opts["vnode_count"], opts["csv.header"])
+('csv', 'FULL_RELOAD', 64, True)
+>>> parse_with_options("t", {"refresh_interval_sec": "10"})
+Traceback (most recent call last):
+...
+sparkmv.errors.InvalidPropertyError: Table 't': refresh_interval_sec requires refresh_mode = 'FULL_RELOAD'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sparkmv.catalog.models import ObjectRow
+from sparkmv.errors import InvalidPropertyError
+from sparkmv.names import ObjectName
+
+VNODE_COLUMN = "_vnode"
+CHANGELOG_SUFFIX = "__changelog"
+FORMATS = ("csv", "parquet", "json")
+CONNECTORS = ("files", "jdbc")
+REFRESH_MODES = ("FULL_RELOAD",)
+
+_COMMON = {"connector", "refresh_mode", "refresh_interval_sec", "vnode_count", "merge_batch_rows",
+           "lease_timeout_seconds", "lease_renew_seconds"}  # fmt: skip
+_FILES = {"path", "format", "match_pattern", "csv.header", "csv.delimiter"}
+_JDBC = {"url", "query", "user", "password", "driver"}
+
+_INT_RANGES: dict[str, tuple[int, int, int]] = {
+    # name: (min, max, default)
+    "vnode_count": (1, 4096, 64),
+    "merge_batch_rows": (1, 2**62, 4_000_000),
+    "lease_timeout_seconds": (2, 86400, 60),
+    "lease_renew_seconds": (1, 3600, 10),
+}
+
+
+def changelog_name(name: ObjectName) -> ObjectName:
+    """The Iceberg changelog table of refreshable table ``name``: ``name__changelog``."""
+    return ObjectName(name.namespace, name.name + CHANGELOG_SUFFIX)
+
+
+def _positive_int(table: str, key: str, value: str, low: int, high: int) -> int:
+    text = value.strip()
+    if not text.lstrip("+").isdigit() or not (low <= int(text) <= high):
+        raise InvalidPropertyError(
+            f"Table '{table}': {key} must be an integer between {low} and {high}, got '{value}'"
+        )
+    return int(text)
+
+
+def _bool(table: str, key: str, value: str) -> bool:
+    low = value.strip().lower()
+    if low not in ("true", "false"):
+        raise InvalidPropertyError(f"Table '{table}': {key} must be 'true' or 'false', got '{value}'")
+    return low == "true"
+
+
+def parse_with_options(table: str, raw: dict[str, str]) -> dict[str, Any]:
+    """Validate the WITH options of ``CREATE TABLE`` and return their normal form.
+
+    Args:
+        table: the table's display name (for messages).
+        raw: option name (lower case) -> text value, as parsed.
+
+    Returns:
+        JSON-able dict: ``connector`` (None for a plain table), ``refresh_mode`` (None or
+        ``FULL_RELOAD``), ``refresh_interval_sec`` (int or None), ``vnode_count``,
+        ``merge_batch_rows``, lease seconds, and the connector's own options (``path``,
+        ``format``, ``match_pattern``, ``csv.header``, ``csv.delimiter`` / ``url``,
+        ``query``, ``user``, ``password``, ``driver``).
+
+    Raises:
+        InvalidPropertyError: unknown option, connector or format; a missing required
+            option; ``refresh_interval_sec`` not a positive integer or given without
+            ``refresh_mode = 'FULL_RELOAD'``; a ``path`` that does not exist.
+    """
+    opts = {k.strip().lower(): str(v) for k, v in raw.items()}
+    connector = opts.get("connector")
+    if connector is not None:
+        connector = connector.strip().lower()
+        if connector not in CONNECTORS:
+            raise InvalidPropertyError(
+                f"Table '{table}': unknown connector '{opts['connector']}' (supported: {', '.join(CONNECTORS)})"
+            )
+    allowed = _COMMON | (_FILES if connector == "files" else _JDBC if connector == "jdbc" else set())
+    unknown = sorted(set(opts) - allowed)
+    if unknown:
+        raise InvalidPropertyError(f"Table '{table}': unknown option '{unknown[0]}'")
+    out: dict[str, Any] = {"connector": connector}
+    mode = opts.get("refresh_mode")
+    if mode is not None:
+        mode = mode.strip().upper()
+        if mode not in REFRESH_MODES:
+            raise InvalidPropertyError(
+                f"Table '{table}': unsupported refresh_mode '{opts['refresh_mode']}' (supported: FULL_RELOAD)"
+            )
+        if connector is None:
+            raise InvalidPropertyError(f"Table '{table}': refresh_mode FULL_RELOAD needs a connector")
+    out["refresh_mode"] = mode
+    interval = opts.get("refresh_interval_sec")
+    if interval is not None:
+        if mode != "FULL_RELOAD":
+            raise InvalidPropertyError(f"Table '{table}': refresh_interval_sec requires refresh_mode = 'FULL_RELOAD'")
+        text = interval.strip()
+        if not text.isdigit() or int(text) <= 0:
+            raise InvalidPropertyError(
+                f"Table '{table}': refresh_interval_sec must be a positive integer, got '{interval}'"
+            )
+        out["refresh_interval_sec"] = int(text)
+    else:
+        out["refresh_interval_sec"] = None
+    for key, (low, high, default) in _INT_RANGES.items():
+        out[key] = _positive_int(table, key, opts[key], low, high) if key in opts else default
+    if out["lease_renew_seconds"] >= out["lease_timeout_seconds"]:
+        raise InvalidPropertyError(f"Table '{table}': lease_renew_seconds must be less than lease_timeout_seconds")
+    if connector == "files":
+        _files_options(table, opts, out)
+    elif connector == "jdbc":
+        for key in ("url", "query"):
+            if not opts.get(key, "").strip():
+                raise InvalidPropertyError(f"Table '{table}': connector 'jdbc' needs option '{key}'")
+        url = opts["url"].strip()
+        if not url.startswith("jdbc:"):
+            raise InvalidPropertyError(f"Table '{table}': url must be a JDBC URL (jdbc:...), got '{url}'")
+        out.update(url=url, query=opts["query"], user=opts.get("user"), password=opts.get("password"),
+                   driver=opts.get("driver"))  # fmt: skip
+    return out
+
+
+def _files_options(table: str, opts: dict[str, str], out: dict[str, Any]) -> None:
+    for key in ("path", "format"):
+        if not opts.get(key, "").strip():
+            raise InvalidPropertyError(f"Table '{table}': connector 'files' needs option '{key}'")
+    fmt = opts["format"].strip().lower()
+    if fmt not in FORMATS:
+        raise InvalidPropertyError(
+            f"Table '{table}': unknown format '{opts['format']}' (supported: {', '.join(FORMATS)})"
+        )
+    path = Path(opts["path"].strip().removeprefix("file://"))
+    if not path.is_dir():
+        raise InvalidPropertyError(f"Table '{table}': path '{opts['path']}' does not exist or is not a directory")
+    if fmt != "csv" and ("csv.header" in opts or "csv.delimiter" in opts):
+        raise InvalidPropertyError(f"Table '{table}': csv.* options need format = 'csv'")
+    delimiter = opts.get("csv.delimiter", ",")
+    if len(delimiter) != 1:
+        raise InvalidPropertyError(f"Table '{table}': csv.delimiter must be one character, got '{delimiter}'")
+    out.update(
+        {
+            "path": str(path.absolute()),
+            "format": fmt,
+            "match_pattern": opts.get("match_pattern", "*").strip() or "*",
+            "csv.header": _bool(table, "csv.header", opts["csv.header"]) if "csv.header" in opts else True,
+            "csv.delimiter": delimiter,
+        }
+    )
+
+
+@dataclass(frozen=True)
+class Column:
+    """A declared column: name (lower case), Spark type DDL (``int``, ``decimal(12,2)``), NOT NULL."""
+
+    name: str
+    type: str
+    not_null: bool
+
+
+@dataclass(frozen=True)
+class TableDef:
+    """A refreshable table as the reload sees it.
+
+    Attributes:
+        object_id: ``smv_objects.id``.
+        name: the table.
+        columns: declared columns, in order (``_vnode`` is not one of them).
+        primary_key: key column names, in declared key order.
+        on_conflict: ``OVERWRITE`` (last duplicate wins) or ``IGNORE`` (first wins, an
+            existing row keeps its values).
+        options: the normal form of :func:`parse_with_options`.
+    """
+
+    object_id: int
+    name: ObjectName
+    columns: list[Column]
+    primary_key: list[str]
+    on_conflict: str
+    options: dict[str, Any]
+
+    @property
+    def refreshable(self) -> bool:
+        """True when the table has an associated source with ``refresh_mode FULL_RELOAD``."""
+        return self.options.get("refresh_mode") == "FULL_RELOAD" and self.options.get("connector") is not None
+
+    @property
+    def vnode_count(self) -> int:
+        """Number of vnodes (hash buckets of the key)."""
+        return int(self.options.get("vnode_count", 64))
+
+    @property
+    def value_columns(self) -> list[str]:
+        """Declared columns that are not key columns, in order."""
+        return [c.name for c in self.columns if c.name not in self.primary_key]
+
+    @property
+    def ddl(self) -> str:
+        """Spark DDL of the declared columns (``a int, b string``)."""
+        return ", ".join(f"`{c.name}` {c.type}" for c in self.columns)
+
+    def to_options(self) -> dict[str, Any]:
+        """The JSON stored in ``smv_objects.options``."""
+        return {
+            **self.options,
+            "columns": [[c.name, c.type, c.not_null] for c in self.columns],
+            "primary_key": list(self.primary_key),
+            "on_conflict": self.on_conflict,
+        }
+
+    @classmethod
+    def from_row(cls, row: ObjectRow) -> TableDef:
+        """Read a ``REFRESHABLE_TABLE`` row back."""
+        opts = dict(row.options or {})
+        columns = [Column(str(n), str(t), bool(nn)) for n, t, nn in opts.pop("columns", [])]
+        pk = [str(k) for k in opts.pop("primary_key", [])]
+        on_conflict = str(opts.pop("on_conflict", "OVERWRITE"))
+        return cls(row.id, ObjectName(row.namespace, row.name), columns, pk, on_conflict, opts)

@@ -1,0 +1,397 @@
+"""The associated source of a refreshable table: pin its listing, load it into staging.
+
+Files: the listing (name, size, modification time) of the files matching ``match_pattern``
+directly under ``path`` is pinned in the run; loading reads exactly those files (and fails
+if one changed since). JDBC: the query is read through Spark's JDBC source with the
+PostgreSQL driver jar found locally (``SPARKMV_JDBC_JARS`` or the local Maven repository;
+nothing is downloaded); without a jar, PostgreSQL URLs are read with psycopg instead.
+
+Loading checks every row (types, NULL keys/NOT NULL columns) with ``raise_error`` inside
+the Spark job, resolves duplicate keys (``OVERWRITE``: last in file-name order then row
+order; ``IGNORE``: first) and writes the rows to staging partitioned by ``_vnode``.
+"""
+
+from __future__ import annotations
+
+import csv
+import fnmatch
+import glob
+import json
+import os
+import re
+import shutil
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import pyarrow.parquet as pq
+from pyspark.sql import Column as SparkColumn
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from sparkmv.errors import SourceError
+from sparkmv.refresh.reload.options import VNODE_COLUMN, TableDef
+from sparkmv.storage.files import PARTITION_COPY
+
+CORRUPT = "__smv_corrupt"
+MARK = "SMVBAD"
+_ORDER = "__smv_order"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One pinned source file: name (relative to ``path``), size in bytes, mtime in ns."""
+
+    name: str
+    size: int
+    mtime_ns: int
+
+
+@dataclass(frozen=True)
+class StagedLoad:
+    """The staged source of a run, recorded in the run's plan once fully written.
+
+    Attributes:
+        directory: the load attempt directory.
+        vnodes: vnode -> (file URIs, rows) of its staged files (vnodes without rows absent).
+        rows: total staged rows (after duplicate resolution).
+    """
+
+    directory: str
+    vnodes: dict[int, tuple[list[str], int]]
+    rows: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form."""
+        return {"directory": self.directory, "rows": self.rows,
+                "vnodes": {str(k): [f, r] for k, (f, r) in self.vnodes.items()}}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> StagedLoad:
+        """Inverse of :meth:`to_json`."""
+        return cls(data["directory"], {int(k): (list(v[0]), int(v[1])) for k, v in data["vnodes"].items()},
+                   int(data["rows"]))  # fmt: skip
+
+
+def list_source(tdef: TableDef) -> list[SourceFile]:
+    """Pin the file listing of a ``files`` source, sorted by file name (empty for JDBC).
+
+    Raises:
+        SourceError: when ``path`` no longer exists.
+    """
+    opts = tdef.options
+    if opts["connector"] != "files":
+        return []
+    root = Path(opts["path"])
+    if not root.is_dir():
+        raise SourceError(f"Table '{tdef.name}': source path '{root}' does not exist")
+    out: list[SourceFile] = []
+    for entry in sorted(os.scandir(root), key=lambda e: e.name):
+        if not entry.is_file() or entry.name.startswith((".", "_")):
+            continue
+        if not fnmatch.fnmatchcase(entry.name, opts["match_pattern"]):
+            continue
+        st = entry.stat()
+        out.append(SourceFile(entry.name, st.st_size, st.st_mtime_ns))
+    return out
+
+
+def listing_to_json(files: list[SourceFile]) -> list[dict[str, Any]]:
+    """JSON-able listing (stored in the run's plan)."""
+    return [asdict(f) for f in files]
+
+
+def listing_from_json(data: list[dict[str, Any]]) -> list[SourceFile]:
+    """Inverse of :func:`listing_to_json`."""
+    return [SourceFile(**d) for d in data]
+
+
+def _check_unchanged(tdef: TableDef, files: list[SourceFile]) -> None:
+    root = Path(tdef.options["path"])
+    for f in files:
+        try:
+            st = (root / f.name).stat()
+        except FileNotFoundError as exc:
+            msg = f"Table '{tdef.name}': source file '{f.name}' disappeared after the run pinned it"
+            raise SourceError(msg) from exc
+        if st.st_size != f.size or st.st_mtime_ns != f.mtime_ns:
+            raise SourceError(f"Table '{tdef.name}': source file '{f.name}' changed after the run pinned it")
+
+
+# -- reading ------------------------------------------------------------------------------------
+def _declared(tdef: TableDef) -> StructType:
+    from pyspark.sql.types import _parse_datatype_string
+
+    return StructType([StructField(c.name, _parse_datatype_string(c.type), True) for c in tdef.columns])
+
+
+def _read_files(spark: SparkSession, tdef: TableDef, files: list[SourceFile]) -> DataFrame:
+    """Declared columns + ``__smv_corrupt`` (raw text of unparsable rows) + ``__smv_order``."""
+    opts = tdef.options
+    root = Path(opts["path"])
+    paths = [str(root / f.name) for f in files]
+    declared = _declared(tdef)
+    fmt = opts["format"]
+    if fmt == "parquet":
+        _check_parquet_columns(tdef, root, files)
+        raw = _cast_checked(tdef, spark.read.parquet(*paths), keep_metadata=True)
+    else:
+        schema = StructType([*declared.fields, StructField(CORRUPT, StringType(), True)])
+        reader = spark.read.schema(schema).option("mode", "PERMISSIVE").option("columnNameOfCorruptRecord", CORRUPT)
+        if fmt == "csv":
+            raw = (
+                reader.option("header", str(opts["csv.header"]).lower())
+                .option("sep", opts["csv.delimiter"])
+                .option("enforceSchema", "true")
+                .csv(paths)
+            )
+        else:
+            raw = reader.json(paths)
+    index = F.create_map(*[x for i, f in enumerate(files) for x in (F.lit(f.name), F.lit(i))])
+    order = F.struct(
+        index[F.col("_metadata.file_name")].alias("f"),
+        F.col("_metadata.file_block_start").alias("b"),
+        F.monotonically_increasing_id().alias("r"),
+    )
+    return raw.select(*[F.col(f"`{c.name}`") for c in tdef.columns], F.col(CORRUPT),
+                      F.col("_metadata.file_name").alias("__smv_file"), order.alias(_ORDER))  # fmt: skip
+
+
+def _check_parquet_columns(tdef: TableDef, root: Path, files: list[SourceFile]) -> None:
+    for f in files:
+        names = {n.lower() for n in pq.read_schema(root / f.name).names}
+        for c in tdef.columns:
+            if c.name not in names:
+                raise SourceError(f"Table '{tdef.name}': source file '{f.name}' has no column '{c.name}'")
+
+
+def _jdbc_jars() -> list[str]:
+    env = os.environ.get("SPARKMV_JDBC_JARS")
+    if env:
+        return [p for p in env.split(os.pathsep) if p]
+    found = glob.glob(os.path.expanduser("~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar"))
+    return sorted(p for p in found if not p.endswith(("-sources.jar", "-javadoc.jar")))[-1:]
+
+
+_added_jars: set[str] = set()
+
+
+def _read_jdbc(spark: SparkSession, tdef: TableDef) -> DataFrame:
+    """The JDBC query with the declared columns (by name), ``__smv_corrupt``, ``__smv_order``."""
+    opts = tdef.options
+    url: str = opts["url"]
+    jars = _jdbc_jars()
+    if jars or not url.startswith("jdbc:postgresql:"):
+        for jar in jars:
+            if jar not in _added_jars:
+                spark.sql(f"ADD JAR '{jar}'")
+                _added_jars.add(jar)
+        reader = spark.read.format("jdbc").option("url", url).option("query", opts["query"])
+        for key in ("user", "password", "driver"):
+            if opts.get(key):
+                reader = reader.option(key, opts[key])
+        if not opts.get("driver") and url.startswith("jdbc:postgresql:"):
+            reader = reader.option("driver", "org.postgresql.Driver")
+        raw = reader.load()
+    else:
+        raw = _read_postgres_psycopg(spark, url, opts)
+    checked = _cast_checked(tdef, raw, keep_metadata=False)
+    order = F.struct(F.lit(0).alias("f"), F.lit(0).cast("long").alias("b"), F.monotonically_increasing_id().alias("r"))
+    return checked.select(*[F.col(f"`{c.name}`") for c in tdef.columns], F.col(CORRUPT),
+                          F.lit("query").alias("__smv_file"), order.alias(_ORDER))  # fmt: skip
+
+
+def _cast_checked(tdef: TableDef, raw: DataFrame, keep_metadata: bool) -> DataFrame:
+    """Declared columns (matched by name, cast with ``try_cast``) and ``__smv_corrupt``:
+    ``col=value`` of the first value that does not fit its declared type."""
+    by_name = {f.name.lower(): f.name for f in raw.schema.fields}
+    cols: list[SparkColumn] = []
+    checks: list[SparkColumn] = []
+    for field in _declared(tdef).fields:
+        if field.name not in by_name:
+            raise SourceError(f"Table '{tdef.name}': the source has no column '{field.name}'")
+        src = F.col(f"`{by_name[field.name]}`")
+        cols.append(src.try_cast(field.dataType).alias(field.name))
+        checks.append(F.when(src.isNotNull() & src.try_cast(field.dataType).isNull(),
+                             F.concat(F.lit(f"{field.name}="), src.cast("string"))))  # fmt: skip
+    corrupt = F.coalesce(*checks) if checks else F.lit(None).cast(StringType())
+    extra = [F.col("_metadata")] if keep_metadata else []
+    return raw.select(*cols, corrupt.alias(CORRUPT), *extra)
+
+
+def _read_postgres_psycopg(spark: SparkSession, url: str, opts: dict[str, Any]) -> DataFrame:
+    """Fallback without a driver jar: run the query with psycopg, hand the rows to Spark."""
+    import psycopg
+
+    parsed = urlparse(url.removeprefix("jdbc:"))
+    params = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
+    conninfo: dict[str, Any] = {
+        "host": parsed.hostname or "localhost",
+        "port": parsed.port or 5432,
+        "dbname": parsed.path.lstrip("/"),
+        "user": opts.get("user") or params.get("user"),
+        "password": opts.get("password") or params.get("password"),
+    }
+    kwargs: dict[str, Any] = {k: v for k, v in conninfo.items() if v is not None}
+    with psycopg.connect(**kwargs) as conn:
+        cur = conn.execute(opts["query"])
+        names = [d.name for d in cur.description or []]
+        rows = [tuple(None if v is None else str(v) for v in r) for r in cur.fetchall()]
+    schema = StructType([StructField(n, StringType(), True) for n in names])
+    return spark.createDataFrame(rows, schema)
+
+
+def source_dataframe(spark: SparkSession, tdef: TableDef, files: list[SourceFile]) -> DataFrame:
+    """The source rows, checked, with ``_vnode``, duplicates resolved, repartitioned by vnode.
+
+    Columns: the declared columns, then ``_vnode int``. Rows that do not fit the declared
+    types or have a NULL key / NOT NULL column make the Spark job fail with a marked
+    ``raise_error`` message (see :func:`explain_load_error`).
+    """
+    if tdef.options["connector"] == "files":
+        if not files:
+            return spark.createDataFrame([], StructType([*_declared(tdef).fields,
+                                                         StructField(VNODE_COLUMN, _int(), True)]))  # fmt: skip
+        _check_unchanged(tdef, files)
+        df = _read_files(spark, tdef, files)
+    else:
+        df = _read_jdbc(spark, tdef)
+    problem = F.when(F.col(CORRUPT).isNotNull(),
+                     F.concat(F.lit(f"{MARK}|parse|"), F.col("__smv_file"), F.lit("|"), F.col(CORRUPT)))  # fmt: skip
+    for c in tdef.columns:
+        if c.not_null:
+            kind = "nullkey" if c.name in tdef.primary_key else "notnull"
+            problem = problem.when(
+                F.col(f"`{c.name}`").isNull(),
+                F.concat(F.lit(f"{MARK}|{kind}:{c.name}|"), F.col("__smv_file"), F.lit("|")),
+            )
+    checked = df.where(F.when(problem.isNotNull(), F.raise_error(problem)).isNull())
+    pk = [F.col(f"`{k}`") for k in tdef.primary_key]
+    with_vnode = checked.withColumn(VNODE_COLUMN, F.pmod(F.xxhash64(*pk), F.lit(tdef.vnode_count)).cast("int"))
+    parts = max(1, min(tdef.vnode_count, int(spark.conf.get("spark.sql.shuffle.partitions") or "8")))
+    clustered = with_vnode.repartition(parts, F.col(VNODE_COLUMN))
+    keys = [VNODE_COLUMN, *tdef.primary_key]
+    values = tdef.value_columns
+    if values:
+        pick = F.max_by if tdef.on_conflict == "OVERWRITE" else F.min_by
+        packed = F.struct(*[F.col(f"`{v}`") for v in values])
+        agg = clustered.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(pick(packed, F.col(_ORDER)).alias("__smv_v"))
+        out = agg.select(*[F.col(f"`{k}`") if k in tdef.primary_key else F.col(f"__smv_v.`{k}`").alias(k)
+                           for k in [c.name for c in tdef.columns]], F.col(VNODE_COLUMN))  # fmt: skip
+    else:
+        out = clustered.select(*[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)).dropDuplicates(keys)
+    return out
+
+
+def _int() -> Any:
+    from pyspark.sql.types import IntegerType
+
+    return IntegerType()
+
+
+def write_load(spark: SparkSession, tdef: TableDef, files: list[SourceFile], directory: Path) -> StagedLoad:
+    """Load the source into ``directory`` (replacing it), one sub-directory per vnode.
+
+    Raises:
+        SourceError: a row does not fit the declared types, a key column is NULL, or a
+            pinned file changed (the message names the file and line when known).
+    """
+    if directory.exists():
+        shutil.rmtree(directory)
+    df = source_dataframe(spark, tdef, files)
+    try:
+        df.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(
+            str(directory)
+        )
+    except Exception as exc:
+        explained = explain_load_error(tdef, files, exc)
+        if explained is None:
+            raise
+        raise SourceError(explained) from exc
+    vnodes: dict[int, tuple[list[str], int]] = {}
+    total = 0
+    if directory.exists():
+        for part in sorted(directory.glob(f"{PARTITION_COPY}=*")):
+            vnode = int(part.name.split("=", 1)[1])
+            uris: list[str] = []
+            rows = 0
+            for path in sorted(part.glob("*.parquet")):
+                n = pq.read_metadata(path).num_rows
+                if n:
+                    uris.append("file://" + str(path.absolute()))
+                    rows += n
+            if uris:
+                vnodes[vnode] = (uris, rows)
+                total += rows
+    return StagedLoad(str(directory), vnodes, total)
+
+
+# -- error messages -------------------------------------------------------------------------------
+_MARKED = re.compile(MARK + r"\|([^|]*)\|([^|]*)\|(.*?)(?:\s*SQLSTATE|\n|$)")
+
+
+def explain_load_error(tdef: TableDef, files: list[SourceFile], exc: BaseException) -> str | None:
+    """A clear message for a marked load failure (None when ``exc`` is not one).
+
+    ``Table 't': source rows do not fit the declared types: file 'a.csv' line 3: 'x,abc'``;
+    ``Table 't': key column 'id' is NULL in the source: file 'a.csv' line 4``.
+    """
+    m = _MARKED.search(str(exc))
+    if m is None:
+        return None
+    kind, file_name, detail = m.group(1), m.group(2), m.group(3).strip()
+    where = f"file '{file_name}'" if tdef.options["connector"] == "files" else "the JDBC query"
+    if kind == "parse":
+        line = _find_line(tdef, file_name, lambda text, _row: text.rstrip("\r\n") == detail)
+        at = f" line {line}" if line else ""
+        types = ", ".join(f"{c.name} {c.type}" for c in tdef.columns)
+        return f"Table '{tdef.name}': source rows do not fit the declared types ({types}): {where}{at}: '{detail}'"
+    col = kind.split(":", 1)[1]
+    idx = [c.name for c in tdef.columns].index(col)
+    line = _find_line(tdef, file_name, lambda _text, row: _is_null(row, col, idx))
+    at = f" line {line}" if line else ""
+    what = "key column" if kind.startswith("nullkey") else "NOT NULL column"
+    return f"Table '{tdef.name}': {what} '{col}' is NULL in the source: {where}{at}"
+
+
+def _is_null(row: Any, col: str, idx: int) -> bool:
+    if isinstance(row, dict):
+        return {k.lower(): v for k, v in row.items()}.get(col) in (None, "")
+    if isinstance(row, list):
+        return idx >= len(row) or row[idx].strip() == ""
+    return False
+
+
+def _find_line(tdef: TableDef, file_name: str, test: Any) -> int | None:
+    """1-based line (CSV/JSON) or row (Parquet) of the first row passing ``test(text, row)``."""
+    opts = tdef.options
+    if opts.get("connector") != "files":
+        return None
+    path = Path(opts["path"]) / file_name
+    try:
+        if opts["format"] == "parquet":
+            table = pq.read_table(path)
+            for i, record in enumerate(table.to_pylist(), start=1):
+                if test("", record):
+                    return i
+            return None
+        with open(path, encoding="utf-8", newline="") as fh:
+            lines = fh.read().splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    start = 1 if opts["format"] == "csv" and opts["csv.header"] else 0
+    for i, text in enumerate(lines):
+        if i < start:
+            continue
+        if opts["format"] == "csv":
+            row: Any = next(csv.reader([text], delimiter=opts["csv.delimiter"]), [])
+        else:
+            try:
+                row = json.loads(text)
+            except ValueError:
+                row = None
+        if test(text, row):
+            return i + 1
+    return None
