@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import socket
+import urllib.request
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 from sparkmv.catalog.clock import utcnow
 from sparkmv.errors import AnalysisError
 from sparkmv.scheduler.loop import Scheduler, SchedulerConfig
+from sparkmv.scheduler.metrics import SchedulerMetrics
 from tests.helpers import assert_mv_matches
 from tests.scheduler.conftest import add_rows, runs_of
 
@@ -25,6 +28,12 @@ def _row(client: Any, name: str) -> Any:
     rt = client.runtime
     with rt.catalog.transaction() as s:
         return rt.catalog.objects.get(s, ObjectName.parse(name))
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def _scheduler(client: Any, **kw: Any) -> Scheduler:
@@ -108,8 +117,17 @@ def test_async_requests_merge_and_run_once(client: Any, base: Path) -> None:
     assert str(first.run_id) in (second.reason or "")
     tasks = {r.mv_name: r for r in client.sql("SELECT * FROM sparkmv.tasks").collect()}
     assert tasks["m"].pending_requests == 1
-    report = _scheduler(client).tick()
+    metrics = SchedulerMetrics()
+    port = _free_port()
+    metrics.serve(port)
+    sched = Scheduler(client.runtime, SchedulerConfig(), metrics)
+    report = sched.tick()
     assert report.outcome("m") == "SUCCESS" and report.results["default.m"].run_id == first.run_id
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    assert 'sparkmv_refresh_duration_seconds_count{mode="PCT",mv="m"} 1.0' in text
+    assert 'sparkmv_runs{state="MERGED"} 1.0' in text
+    assert 'sparkmv_staleness_seconds{mv="m"} 0.0' in text
+    assert "sparkmv_rows_written_total" in text and "sparkmv_scheduler_tick_lag_seconds" in text
     states = [r.state for r in runs_of(client, "m")]
     assert states == ["SUCCESS", "SUCCESS", "MERGED"]  # build, the forced request, the merged one
     assert _scheduler(client).tick().outcome("m") == "IDLE"

@@ -477,8 +477,14 @@ class Scheduler:
     # -- recovery, stop, loop -------------------------------------------------------------------------
     def recover_expired(self) -> list[RecoveryOutcome]:
         """Take over and resume runs whose lease expired (cheap when there are none)."""
-        if not expired_runs(self.rt):
+        expired = expired_runs(self.rt)
+        if not expired:
             return []
+        for row in expired:
+            log.warning(
+                "%s: lease of run %s held by %s expired at %s; taking over",
+                ObjectName(row.namespace, row.name).display, row.current_run_id, row.lease_owner, row.lease_expires,
+            )  # fmt: skip
         outcomes = recover(self.rt)
         for o in outcomes:
             log.info("recovery: %s run %s %s%s", o.name, o.run_id, o.action, f": {o.run.state}" if o.run else "")
