@@ -283,6 +283,8 @@ def test_inactive_on_dropped_base_and_on_schema_change(client: Any, sales: Path)
     assert not st["is_active"] and "column 'amount' is string" in st["inactive_reason"]
     with pytest.raises(InactiveError, match="schema"):
         client.refresh("daily")
+    with pytest.raises(AnalysisError, match="column 'amount' is string"):
+        client.sql("ALTER MATERIALIZED VIEW daily ACTIVE")
     (sales / f"d={DAYS[1]}" / "part-9.parquet").unlink()
     client.sql("ALTER MATERIALIZED VIEW daily ACTIVE")
     assert client.refresh("daily").state == "SUCCESS"

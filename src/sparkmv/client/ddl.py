@@ -229,6 +229,12 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
         for base in base_tables:
             if not _exists(rt, ObjectName.parse(base, allow_reserved=True)):
                 raise AnalysisError(f"base table '{base}' does not exist")
+        from sparkmv.refresh.context import pin_all, schema_problem
+
+        bases = [ObjectName.parse(b, allow_reserved=True) for b in base_tables]
+        problem = next((p for p in map(schema_problem, pin_all(rt.catalog, rt.iceberg, bases).values()) if p), None)
+        if problem is not None:
+            raise AnalysisError(problem)
         new_schema = normalize_for_iceberg(run_query(rt, definition, schema_only=True)).schema
         table_schema = rt.iceberg.load(stmt.name).schema().as_arrow()
         if [f.name.lower() for f in new_schema.fields] != [f.name.lower() for f in table_schema]:
