@@ -83,7 +83,9 @@ class TaskRunRow(Base):
 
     __tablename__ = "smv_task_runs"
 
-    run_id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    run_id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
     object_id: Mapped[int] = mapped_column(ForeignKey("smv_objects.id", ondelete="CASCADE"), index=True)
     object_name: Mapped[str] = mapped_column(String(260))
     trigger: Mapped[str] = mapped_column(String(32))
