@@ -31,7 +31,10 @@ def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
         )
     )
     if lineage.mappings:
-        lines = [f"{m.base_table}: {mv.partition_by} = {m.transform.describe(m.base_column)}" for m in lineage.mappings.values()]
+        lines = [
+            f"{m.base_table}: {mv.partition_by} = {m.transform.describe(m.base_column)}"
+            for m in lineage.mappings.values()
+        ]
         text = "; ".join(lines)
     else:
         text = f"unknown ({lineage.reason})"
