@@ -485,11 +485,24 @@ class Scheduler:
                 "%s: lease of run %s held by %s expired at %s; taking over",
                 ObjectName(row.namespace, row.name).display, row.current_run_id, row.lease_owner, row.lease_expires,
             )  # fmt: skip
-        outcomes = recover(self.rt)
+        with self._running_lock:
+            self._running.update({r.current_run_id: r.id for r in expired if r.current_run_id is not None})
+        try:
+            outcomes = recover(self.rt)
+        finally:
+            with self._running_lock:
+                for r in expired:
+                    self._running.pop(r.current_run_id or 0, None)
+        by_id = {r.current_run_id: r for r in expired}
         for o in outcomes:
             log.info("recovery: %s run %s %s%s", o.name, o.run_id, o.action, f": {o.run.state}" if o.run else "")
             if o.run is not None and self.metrics is not None:
                 self.metrics.observe_run(o.run)
+            obj = by_id.get(o.run_id)
+            if o.run is not None and o.run.state == RunState.CANCELLED and o.run_id in self._cancelled_for_stop and obj:
+                if obj.kind == ObjectKind.MATERIALIZED_VIEW:
+                    props = MvProperties.parse(obj.properties or {})
+                    self._requeue(obj, o.run.trigger, {}, props, f"recovered run {o.run_id} cancelled at shutdown")
         return outcomes
 
     @property
@@ -514,9 +527,13 @@ class Scheduler:
         MV unchanged, the lease released)."""
         with self._running_lock:
             running = dict(self._running)
+        owner = str(self.rt.owner)
         for run_id, object_id in running.items():
-            self._cancelled_for_stop.add(run_id)
             with self.rt.catalog.transaction() as s:
+                row = s.get(ObjectRow, object_id)
+                if row is None or row.current_run_id != run_id or row.lease_owner != owner:
+                    continue  # not (or no longer) ours: never cancel another scheduler's run
+                self._cancelled_for_stop.add(run_id)
                 self.rt.catalog.control.send(s, object_id, run_id, ControlCommand.CANCEL)
             log.warning("stopping: cancel sent to run %s", run_id)
 
