@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -216,7 +217,8 @@ def main() -> None:
         app(standalone_mode=False)
     except SparkMvError as exc:
         if state.debug:
-            err_console.print_exception()
+            # The plain traceback: rich's highlighted one takes seconds on sqlglot's large frames.
+            traceback.print_exc(file=sys.stderr)
         err_console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
         sys.exit(1)
     except (typer.Abort, KeyboardInterrupt):

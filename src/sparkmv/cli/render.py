@@ -79,7 +79,8 @@ def status_rows(statuses: list[MvStatus]) -> tuple[list[str], list[list[Any]]]:
 
 def run_rows(runs: list[RefreshRun]) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows of ``sparkmv runs``."""
-    cols = ["run", "trigger", "mode", "state", "chunks", "partitions", "rows", "started", "duration s", "reason / error"]
+    cols = ["run", "trigger", "mode", "state", "chunks", "partitions", "rows", "started", "duration s"]
+    cols.append("reason / error")
     rows = [
         [
             r.run_id,
@@ -107,12 +108,9 @@ def chunk_rows(chunks: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]
         text = "<all>" if not parts else ", ".join("NULL" if p is None else str(p) for p in parts[:6])
         if parts and len(parts) > 6:
             text += f", ... ({len(parts)})"
-        rows.append(
-            [
-                c["chunk_id"], text, c["is_completed"], c["processed_rows"], c["files_written"],
-                c["bytes_written"], c["attempts"], round(c["duration_seconds"], 2), c["last_checkpoint"],
-            ]  # fmt: skip
-        )
+        row = [c["chunk_id"], text, c["is_completed"], c["processed_rows"], c["files_written"]]
+        row += [c["bytes_written"], c["attempts"], round(c["duration_seconds"], 2), c["last_checkpoint"]]
+        rows.append(row)
     return cols, rows
 
 
