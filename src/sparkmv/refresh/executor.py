@@ -140,22 +140,29 @@ class RefreshExecutor:
             opts = run.request_options or {}
         request = RefreshRequest(bool(opts.get("force")), opts.get("start"), opts.get("end"))
         if row.state == RefreshState.FINISHING:
-            return self._resume_finishing(run_id, mv)
+            monitor = self._monitor(run_id, mv)
+            try:
+                return self._resume_finishing(run_id, mv)
+            finally:
+                monitor.stop()
         return self._execute(run_id, mv, request, resume=True)
 
-    # -- the lifecycle ----------------------------------------------------------------------
-    def _execute(self, run_id: int, mv: MvDefinition, request: RefreshRequest, resume: bool) -> RefreshRun:
-        owner = str(self.rt.owner)
-        monitor = RunMonitor(
+    def _monitor(self, run_id: int, mv: MvDefinition) -> RunMonitor:
+        """Start the lease heartbeat and control-command reader of a run."""
+        return RunMonitor(
             self.catalog,
             mv.object_id,
             run_id,
-            owner,
+            str(self.rt.owner),
             mv.properties.lease_renew_seconds,
             mv.properties.lease_timeout_seconds,
             on_stop=lambda: self._cancel_jobs(run_id),
             running=lambda: self._chunk_running,
         ).start()
+
+    # -- the lifecycle ----------------------------------------------------------------------
+    def _execute(self, run_id: int, mv: MvDefinition, request: RefreshRequest, resume: bool) -> RefreshRun:
+        monitor = self._monitor(run_id, mv)
         ctx: RunContext | None = None
         try:
             ctx = self._load_plan(run_id, mv, monitor) if resume else self._plan(run_id, mv, request, monitor)

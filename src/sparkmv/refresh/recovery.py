@@ -86,18 +86,28 @@ def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
         ]
         if not candidates:
             continue
-        referenced = rt.iceberg.referenced_files(name)
-        referenced_dirs = {str(Path(f).parent) for f in referenced}
+        referenced_dirs = _referenced_dirs(rt, name)
         removed: dict[int, int] = {}
         for run_id, attempt in candidates:
-            prefix = str(attempt)
-            if any(d == prefix or d.startswith(prefix + "/") for d in referenced_dirs):
-                continue
-            log.info("removing orphan staging %s", attempt)
-            shutil.rmtree(attempt, ignore_errors=True)
-            removed[run_id] = removed.get(run_id, 0) + 1
+            if _remove_if_unreferenced(attempt, referenced_dirs):
+                removed[run_id] = removed.get(run_id, 0) + 1
         outcomes.extend(RecoveryOutcome(name.display, run_id, "cleaned") for run_id in sorted(removed))
     return outcomes
+
+
+def _referenced_dirs(rt: Runtime, name: ObjectName) -> set[str]:
+    """Directories holding a data file that some live snapshot of ``name`` references."""
+    return {str(Path(f).parent) for f in rt.iceberg.referenced_files(name)}
+
+
+def _remove_if_unreferenced(attempt: Path, referenced_dirs: set[str]) -> bool:
+    """Delete the attempt directory unless a snapshot references a file inside it."""
+    prefix = str(attempt)
+    if any(d == prefix or d.startswith(prefix + "/") for d in referenced_dirs):
+        return False
+    log.info("removing orphan staging %s", attempt)
+    shutil.rmtree(attempt, ignore_errors=True)
+    return True
 
 
 def _run_id_of(directory: str) -> int | None:
@@ -126,7 +136,7 @@ def recover_object(rt: Runtime, row: ObjectRow) -> RecoveryOutcome:
         from sparkmv.refresh.reload.executor import resume_reload
 
         return RecoveryOutcome(name, run_id, "resumed", resume_reload(rt, run_id, attempts))
-    if attempts > props.max_refresh_attempts and row.state == RefreshState.REFRESHING:
+    if attempts > props.max_refresh_attempts and not _landed(rt, row, run_id):
         abandon(rt, row, run_id, f"abandoned after {attempts - 1} attempts")
         return RecoveryOutcome(name, run_id, "abandoned")
     try:
@@ -137,13 +147,35 @@ def recover_object(rt: Runtime, row: ObjectRow) -> RecoveryOutcome:
     return RecoveryOutcome(name, run_id, "resumed", result)
 
 
+def _landed(rt: Runtime, row: ObjectRow, run_id: int) -> bool:
+    """True when a FINISHING run's commit is in the table (only the catalog side is left:
+    completing it is always possible, so such a run is never abandoned)."""
+    if row.state != RefreshState.FINISHING:
+        return False
+    try:
+        table = rt.iceberg.load(ObjectName(row.namespace, row.name))
+    except SparkMvError:
+        return False
+    return rt.iceberg.snapshot_of_run(table, run_id) is not None
+
+
 def abandon(rt: Runtime, row: ObjectRow, run_id: int, reason: str) -> None:
-    """Mark ``run_id`` FAILED, remove its staging, return the object to IDLE."""
+    """Mark ``run_id`` FAILED, remove its staging, return the object to IDLE.
+
+    Staged files that a snapshot references (chunks already committed with
+    ``publish = per_chunk``) are kept.
+    """
     with rt.catalog.transaction() as s:
         rt.catalog.objects.transition(s, row.id, run_id, str(rt.owner), RefreshState(row.state), RefreshState.IDLE, 0)
         rt.catalog.runs.update(s, run_id, state=RunState.FAILED, error=reason, finished=utcnow())
+    name = ObjectName(row.namespace, row.name)
     try:
-        location = rt.iceberg.load(ObjectName(row.namespace, row.name)).location()
-        shutil.rmtree(staging_dir(location, run_id), ignore_errors=True)
+        root = staging_dir(rt.iceberg.load(name).location(), run_id)
+        if root.is_dir():
+            referenced_dirs = _referenced_dirs(rt, name)
+            for attempt in root.iterdir():
+                _remove_if_unreferenced(attempt, referenced_dirs)
+            if not any(root.iterdir()):
+                root.rmdir()
     except SparkMvError:
         pass

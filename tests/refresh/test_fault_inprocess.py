@@ -1,0 +1,94 @@
+"""Crashes simulated inside the test process (cheap, no extra JVM): the executor is stopped
+at a fault point by an exception no handler catches, so the run is left REFRESHING with a
+lease that expires, exactly as after a process death.
+
+- ``publish = per_chunk``: a chunk recorded but not yet committed when the crash came is
+  committed by the resumed run (the MV never keeps stale partitions).
+- ``max_refresh_attempts``: a run that keeps crashing is abandoned: FAILED, staging
+  removed, the MV IDLE with its previous contents.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkmv.names import ObjectName
+from sparkmv.refresh.faults import FaultInjector
+from tests.helpers import assert_mv_matches, rows_of
+from tests.refresh.procs import QUERY, STRICT_2, create_mv, object_row, wait_lease_expired, write_events
+
+pytestmark = [pytest.mark.spark]
+
+
+class SimulatedCrash(BaseException):
+    """Not an Exception: no handler of the executor catches it, like a process death."""
+
+
+@dataclass(frozen=True)
+class CrashAt(FaultInjector):
+    """Raise :class:`SimulatedCrash` at the configured point."""
+
+    def hit(self, point: str, chunk: int | None = None) -> None:
+        """Crash here when configured for ``point`` (and ``chunk``)."""
+        if self.point == point and (self.chunk is None or chunk == self.chunk):
+            raise SimulatedCrash(f"{point}:{chunk}")
+
+
+def _setup(make_client: Any, tmp_path: Path, **props: str) -> Any:
+    data = tmp_path / "events"
+    write_events(data, 1)
+    client = make_client(tmp_path / "home")
+    create_mv(client, data, {**STRICT_2, **props})
+    write_events(data, 2)
+    return client
+
+
+def _crash(client: Any, point: str, chunk: int | None = None) -> int:
+    client.runtime.faults = CrashAt(point, chunk)
+    with pytest.raises(SimulatedCrash):
+        client.refresh("mv")
+    row = object_row(client)
+    assert row.state != "IDLE"
+    return int(row.current_run_id)
+
+
+def test_per_chunk_publish_resumes_a_recorded_but_uncommitted_chunk(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path, publish="per_chunk")
+    run_id = _crash(client, "after_progress_recorded", 1)  # chunk 0 committed, chunk 1 recorded only
+    chunks = client.chunks(run_id)
+    assert [c["is_completed"] for c in chunks] == [True, True, False]
+    client.runtime.faults = FaultInjector()
+    wait_lease_expired(client)
+    outcomes = client.recover()
+    assert outcomes[0].run is not None and outcomes[0].run.state == "SUCCESS", outcomes
+    assert [c["attempts"] for c in client.chunks(run_id)] == [1, 1, 1]
+    assert_mv_matches(client, "mv", QUERY)
+    run = client.runtime.catalog.runs
+    with client.runtime.catalog.transaction() as s:
+        assert run.get(s, run_id).publish == "per_chunk"
+        assert all(c.published for c in run.chunks(s, run_id))
+
+
+def test_a_run_that_keeps_crashing_is_abandoned(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path, max_refresh_attempts="2")
+    old = rows_of(client.table("mv"))
+    run_id = _crash(client, "after_chunk_staged", 1)
+    wait_lease_expired(client)
+    with pytest.raises(SimulatedCrash):
+        client.recover()  # attempt 2 crashes at the same point
+    wait_lease_expired(client)
+    client.runtime.faults = FaultInjector()
+    outcomes = client.recover()  # attempt 3 > max_refresh_attempts: abandoned
+    assert [(o.run_id, o.action) for o in outcomes if o.action != "cleaned"] == [(run_id, "abandoned")]
+    run = next(r for r in client.runs("mv") if r.run_id == run_id)
+    assert run.state == "FAILED" and "abandoned after 2 attempts" in (run.error or "")
+    assert object_row(client).state == "IDLE"
+    assert rows_of(client.table("mv")) == old, "the previous contents stay"
+    location = client.runtime.iceberg.load(ObjectName.parse("mv")).location().removeprefix("file://")
+    assert not (Path(location) / "data" / f"run-{run_id}").exists(), "staging removed"
+    assert client.refresh("mv").state == "SUCCESS"  # and the MV can be refreshed again
+    assert_mv_matches(client, "mv", QUERY)
