@@ -115,20 +115,26 @@ class _Die(BaseException):
 
 
 def test_interrupted_twice_is_abandoned_and_table_unchanged(client, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # (real process deaths are covered above; here both deaths are simulated in-process)
     _setup(client, tmp_path, batch_rows="1")
-    _crash(client, "during_merge:1", "exit")  # interruption 1: a real process exit
-    _, run_id = _state(client)
-    _expire(client)
     rt = client.runtime
     real = rt.faults
 
     class Dying:
+        die_at = 1  # merge batch (0-based within one execution)
+
         def hit(self, point: str, chunk: int | None = None) -> None:
-            if point == "during_merge":
+            if point == "during_merge" and chunk == self.die_at:
                 raise _Die()
 
-    rt.faults = Dying()  # type: ignore[assignment]
+    dying = Dying()
+    rt.faults = dying  # type: ignore[assignment]
     try:
+        with pytest.raises(_Die):  # interruption 1: the refreshing process dies in the merge
+            client.sql("REFRESH TABLE t")
+        _, run_id = _state(client)
+        _expire(client)
+        dying.die_at = 0
         with pytest.raises(_Die):  # interruption 2: the recovering process dies too
             client.recover()
     finally:

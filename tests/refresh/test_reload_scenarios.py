@@ -92,9 +92,12 @@ def test_file_scenarios(client, tmp_path: Path) -> None:  # type: ignore[no-unty
     progress = client.sql(f"SELECT * FROM sparkmv.refresh_progress WHERE run_id = {state['last_run_id']}").collect()
     assert sorted(r["vnode"] for r in progress) == [0, 1, 2, 3]
     assert all(r["is_completed"] for r in progress)
-    # staging removed: only published files remain under the run's directory
-    location = client.runtime.iceberg.load(_name("t")).location().removeprefix("file://")
-    assert not list(Path(location).glob("data/run-*/load-*"))
+    # staging removed: only published files remain under the runs' directories
+    rt = client.runtime
+    location = rt.iceberg.load(_name("t")).location().removeprefix("file://")
+    referenced = rt.iceberg.referenced_files(_name("t")) | rt.iceberg.referenced_files(_name("t__changelog"))
+    left = {str(p) for p in Path(location).glob("data/run-*/**/*.parquet")}
+    assert left and left <= referenced
 
 
 def _name(text: str):  # type: ignore[no-untyped-def]

@@ -174,6 +174,7 @@ class _Run:
             attempt = self.catalog.runs.get(s, self.run_id).attempts
         directory = self.staging / f"load-a{attempt}"
         listing: list[SourceFile] = listing_from_json(plan["listing"])
+        load_started = time.monotonic()
         with self._job_group("load"):
             staged = write_load(self.rt.spark, self.tdef, listing, directory)
         self.rt.faults.hit("during_load")
@@ -181,7 +182,8 @@ class _Run:
         with self.catalog.transaction() as s:
             self._check_lease(s, "recording the staged source")
             self.catalog.runs.update(s, self.run_id, plan=plan)
-        log.info("run %s: staged %d source rows in %d vnodes", self.run_id, staged.rows, len(staged.vnodes))
+        log.info("run %s: staged %d source rows in %d vnodes (%.1f s)", self.run_id, staged.rows, len(staged.vnodes),
+                 time.monotonic() - load_started)  # fmt: skip
         return plan
 
     def _merge(self, plan: dict[str, Any]) -> None:
@@ -220,7 +222,7 @@ class _Run:
                     self.rt.spark, self.tdef, self.run_id, batch,
                     [f for v in batch for f in staged.vnodes.get(v, ([], 0))[0]],
                     [f for v in batch for f in table_files.get(str(v), [])],
-                    directory,
+                    directory, staged.vnodes,
                 )  # fmt: skip
             self.rt.faults.hit("during_merge", ordinal)
             records: dict[int, tuple[list[str], int, int, dict[str, Any]]] = {}
@@ -229,9 +231,10 @@ class _Run:
                 files = list(r.files) + (result.changelog_files if i == 0 else [])
                 position = {"I": r.inserted, "U": r.updated, "D": r.deleted, "changed": r.changed, "rows": r.rows}
                 records[v] = (files, staged.vnodes.get(v, ([], 0))[1], _size(files), position)
-            self._record(records, time.monotonic() - started)
+            self._record(records, (time.monotonic() - started) / len(batch))
 
     def _record(self, records: dict[int, tuple[list[str], int, int, dict[str, Any]]], duration: float) -> None:
+        """Mark vnodes complete (one transaction, lease checked); ``duration``: seconds per vnode."""
         with self.catalog.transaction() as s:
             self._check_lease(s, f"recording vnodes {sorted(records)}")
             for v, (files, rows, size, position) in sorted(records.items()):
@@ -331,15 +334,30 @@ class _Run:
         for entry in root.iterdir():
             if not any(entry in p.parents for p in keep):
                 shutil.rmtree(entry, ignore_errors=True)
+                continue
+            # a directory holding published files (e.g. staged files reused as table files):
+            # remove everything else in it
+            for path in sorted(entry.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+                if path.is_file() and path not in keep:
+                    path.unlink(missing_ok=True)
+                elif path.is_dir() and not any(path.iterdir()):
+                    path.rmdir()
 
     def _abort(self, state: RunState, error: str) -> None:
-        """Back to IDLE with the table unchanged; the run ends as ``state``."""
+        """Back to IDLE with the table unchanged; the run ends as ``state``.
+
+        Raises:
+            RefreshError: when a commit of this run already landed (FINISHING): the run is
+                left to recovery, which completes the publish; nothing is removed.
+        """
+        with self.catalog.transaction() as s:
+            finishing = self.catalog.objects.by_id(s, self.tdef.object_id).state == RefreshState.FINISHING
+        if finishing and self._committed():
+            raise RefreshError(f"run {self.run_id} failed after committing (recovery completes it): {error}")
         try:
             with self.catalog.transaction() as s:
                 row = self.catalog.objects.by_id(s, self.tdef.object_id)
                 if row.current_run_id == self.run_id and row.lease_owner == self.owner:
-                    if row.state == RefreshState.FINISHING and self._committed():
-                        raise RefreshError(f"run {self.run_id} failed after committing: {error}")
                     self.catalog.objects.transition(
                         s, self.tdef.object_id, self.run_id, self.owner, RefreshState(row.state), RefreshState.IDLE, 0
                     )

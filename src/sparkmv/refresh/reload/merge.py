@@ -28,7 +28,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from sparkmv.refresh.reload.options import VNODE_COLUMN, TableDef
-from sparkmv.storage.files import write_staged
+from sparkmv.storage.files import PARTITION_COPY, collect_staged, write_staged
 
 
 @dataclass
@@ -79,8 +79,12 @@ def merge_batch(
     staged_files: list[str],
     table_files: list[str],
     directory: Path,
+    staged_by_vnode: dict[int, tuple[list[str], int]] | None = None,
 ) -> BatchResult:
     """Merge ``vnodes``: staged files vs the table's pinned files of those vnodes.
+
+    With ``ON CONFLICT OVERWRITE`` and ``staged_by_vnode`` (vnode -> staged files, rows)
+    the narrow merge of :func:`_merge_overwrite` is used.
 
     Args:
         staged_files / table_files: Parquet file URIs of exactly these vnodes.
@@ -89,6 +93,8 @@ def merge_batch(
     Returns:
         Per-vnode counts and new files (every vnode of ``vnodes`` present), changelog files.
     """
+    if tdef.on_conflict == "OVERWRITE" and staged_by_vnode is not None:
+        return _merge_overwrite(spark, tdef, run_id, vnodes, staged_by_vnode, table_files, directory)
     schema = _schema(spark, tdef)
     s = _read(spark, staged_files, schema, "s__")
     t = _read(spark, table_files, schema, "t__")
@@ -142,10 +148,90 @@ def merge_batch(
         table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
             *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
         )
-        table_out = write_staged(table, directory / "table", VNODE_COLUMN, max_files=max(1, min(8, len(changed))))
+        # written straight from the join's tasks (no extra shuffle): at most one file per
+        # task and changed vnode
+        table_dir = directory / "table"
+        table.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(
+            PARTITION_COPY
+        ).parquet(str(table_dir))
+        table_out = collect_staged(table_dir)
         for uri in table_out.files:
             vnode = int(Path(uri).parent.name.split("=", 1)[1])
             results[vnode].files.append(uri)
         return BatchResult(results, log_out.files, log_out.rows)
     finally:
         merged.unpersist()
+
+
+def _row_hashes(df: DataFrame, values: list[str], prefix: str) -> list[Column]:
+    """Two independent 64/32-bit hashes of the value columns (NULL-aware), for equality."""
+    parts: list[Column] = []
+    for v in values:
+        parts += [F.col(f"`{v}`"), F.col(f"`{v}`").isNull()]
+    if not parts:
+        return [F.lit(0).cast("long").alias(prefix + "h1"), F.lit(0).alias(prefix + "h2")]
+    return [F.xxhash64(*parts).alias(prefix + "h1"), F.hash(*parts).alias(prefix + "h2")]
+
+
+def _merge_overwrite(
+    spark: SparkSession,
+    tdef: TableDef,
+    run_id: int,
+    vnodes: list[int],
+    staged_by_vnode: dict[int, tuple[list[str], int]],
+    table_files: list[str],
+    directory: Path,
+) -> BatchResult:
+    """``OVERWRITE`` merge on narrow rows: key, vnode and two hashes of the values.
+
+    The source is the truth, so a changed vnode's new table files *are* its staged files
+    (declared columns + ``_vnode``, written by the load): nothing is rewritten. Only the
+    changelog's inserted/updated rows are read back from staging (joined with the small
+    set of changed keys). Two values are equal when both hashes are (xxhash64 and
+    murmur3, 96 bits).
+    """
+    schema = _schema(spark, tdef)
+    staged_files = [f for v in vnodes for f in staged_by_vnode.get(v, ([], 0))[0]]
+    s = spark.read.schema(schema).parquet(*staged_files) if staged_files else spark.createDataFrame([], schema)
+    t = spark.read.schema(schema).parquet(*table_files) if table_files else spark.createDataFrame([], schema)
+    values = tdef.value_columns
+    pk = tdef.primary_key
+
+    def narrow(df: DataFrame, prefix: str) -> DataFrame:
+        return df.select(*[F.col(f"`{k}`").alias(prefix + k) for k in pk], F.col(VNODE_COLUMN).alias(prefix + "vn"),
+                         *_row_hashes(df, values, prefix))  # fmt: skip
+
+    ns, nt = narrow(s, "s__"), narrow(t, "t__")
+    cond = reduce(lambda a, b: a & b, [F.col(f"s__{k}") == F.col(f"t__{k}") for k in pk])
+    j = ns.join(nt, cond, "full_outer")
+    in_s, in_t = F.col("s__vn").isNotNull(), F.col("t__vn").isNotNull()
+    differs = (F.col("s__h1") != F.col("t__h1")) | (F.col("s__h2") != F.col("t__h2"))
+    op = F.when(~in_t, "I").when(~in_s, "D").when(differs, "U")
+    changes = j.select(
+        *[F.coalesce(F.col(f"s__{k}"), F.col(f"t__{k}")).alias(k) for k in pk],
+        F.coalesce(F.col("s__vn"), F.col("t__vn")).alias(VNODE_COLUMN),
+        op.alias("op"),
+    ).where(F.col("op").isNotNull()).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        results = {v: VnodeResult(rows=staged_by_vnode.get(v, ([], 0))[1]) for v in vnodes}
+        for row in changes.groupBy(VNODE_COLUMN, "op").count().collect():
+            r = results[int(row[VNODE_COLUMN])]
+            setattr(r, {"I": "inserted", "U": "updated", "D": "deleted"}[row["op"]], int(row["count"]))
+        changed = [v for v, r in results.items() if r.changed]
+        if not changed:
+            return BatchResult(results, [], 0)
+        upserts = s.join(F.broadcast(changes.where(F.col("op") != "D").drop(VNODE_COLUMN)), pk, "inner")
+        deletes = changes.where(F.col("op") == "D")
+        cols = [c.name for c in tdef.columns]
+        delete_cols = [F.col(f"`{c}`") if c in pk else F.lit(None).cast(schema[c].dataType).alias(c) for c in cols]
+        log = (
+            upserts.select(F.col("op"), *[F.col(f"`{c}`") for c in cols])
+            .unionByName(deletes.select(F.col("op"), *delete_cols))
+            .withColumn("run_id", F.lit(run_id).cast("long"))
+        )
+        log_out = write_staged(log, directory / "changelog", None, max_files=2)
+        for v in changed:
+            results[v].files = list(staged_by_vnode.get(v, ([], 0))[0])
+        return BatchResult(results, log_out.files, log_out.rows)
+    finally:
+        changes.unpersist()
