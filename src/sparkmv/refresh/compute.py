@@ -57,7 +57,8 @@ def compute_chunk(
     """Compute ``chunk`` and write it under ``directory``; returns the staged files."""
     df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag)
     try:
-        return write_staged(df, directory, mv.partition_by)
+        single = chunk.partitions is not None and len(chunk.partitions) == 1
+        return write_staged(df, directory, mv.partition_by, single_partition=single)
     finally:
         for i in range(len(pinned)):
             rt.spark.catalog.dropTempView(f"__smv_{tag}_{i}")

@@ -34,11 +34,19 @@ class StagedOutput:
     bytes: int
 
 
-def write_staged(df: DataFrame, directory: Path, partition_column: str | None, max_files: int = 8) -> StagedOutput:
+def write_staged(
+    df: DataFrame,
+    directory: Path,
+    partition_column: str | None,
+    max_files: int = 8,
+    single_partition: bool = False,
+) -> StagedOutput:
     """Write ``df`` as Parquet under ``directory`` (replacing anything there).
 
     With a partition column the rows are grouped per partition (one file per partition
     and Spark task); at most ``max_files`` tasks write, so small chunks give few files.
+    ``single_partition`` (the chunk holds one MV partition) writes one file without the
+    extra shuffle: the fixed cost of a small PCT refresh is mostly Spark stages.
     """
     if directory.exists():
         shutil.rmtree(directory)
@@ -46,7 +54,10 @@ def write_staged(df: DataFrame, directory: Path, partition_column: str | None, m
     writer_df: DataFrame
     if partition_column:
         out = out.withColumn(PARTITION_COPY, F.col(f"`{partition_column}`"))
-        writer_df = out.repartition(max_files, F.col(PARTITION_COPY))
+        if single_partition:
+            writer_df = out.coalesce(1)
+        else:
+            writer_df = out.repartition(max_files, F.col(PARTITION_COPY))
         writer_df.write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(str(directory))
     else:
         writer_df = out.coalesce(max_files)
