@@ -267,6 +267,10 @@ def source_dataframe(spark: SparkSession, tdef: TableDef, files: list[SourceFile
                 F.col(f"`{c.name}`").isNull(),
                 F.concat(F.lit(f"{MARK}|{kind}:{c.name}|"), F.col("__smv_file"), F.lit("|")),
             )
+    pk_cols = [F.col(f"`{k}`") for k in tdef.primary_key]
+    # duplicate keys are rare: find out on the key columns alone (cheap hash aggregate)
+    # and skip the (sort-based) duplicate resolution when there are none
+    has_duplicates = bool(df.groupBy(*pk_cols).count().where(F.col("count") > 1).limit(1).count())
     checked = df.where(F.when(problem.isNotNull(), F.raise_error(problem)).isNull())
     pk = [F.col(f"`{k}`") for k in tdef.primary_key]
     with_vnode = checked.withColumn(VNODE_COLUMN, F.pmod(F.xxhash64(*pk), F.lit(tdef.vnode_count)).cast("int"))
@@ -274,7 +278,9 @@ def source_dataframe(spark: SparkSession, tdef: TableDef, files: list[SourceFile
     clustered = with_vnode.repartition(parts, F.col(VNODE_COLUMN))
     keys = [VNODE_COLUMN, *tdef.primary_key]
     values = tdef.value_columns
-    if values:
+    if not has_duplicates:
+        out = clustered.select(*[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN))
+    elif values:
         pick = F.max_by if tdef.on_conflict == "OVERWRITE" else F.min_by
         packed = F.struct(*[F.col(f"`{v}`") for v in values])
         agg = clustered.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(pick(packed, F.col(_ORDER)).alias("__smv_v"))
@@ -300,8 +306,8 @@ def write_load(spark: SparkSession, tdef: TableDef, files: list[SourceFile], dir
     """
     if directory.exists():
         shutil.rmtree(directory)
-    df = source_dataframe(spark, tdef, files)
     try:
+        df = source_dataframe(spark, tdef, files)
         df.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(
             str(directory)
         )
