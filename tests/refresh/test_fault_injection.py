@@ -96,19 +96,32 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize(("fault", "mode", "before_crash"), CASES, ids=[c[0] for c in CASES])
-def test_crash_then_recover(make_client: Any, tmp_path: Path, fault: str, mode: str, before_crash: set[int]) -> None:
-    client, home = _setup(make_client, tmp_path)
-    run_id = _crash(client, home, None, tmp_path, fault, mode)
-    chunks = client.chunks(run_id)
-    assert {c["chunk_id"] for c in chunks if c["is_completed"]} == before_crash
-    wait_lease_expired(client)
-    jobs_before = _group_jobs(client, run_id, 3)
-    outcomes = client.recover()
-    assert [(o.run_id, o.action) for o in outcomes if o.action != "cleaned"] == [(run_id, "resumed")]
-    # after_publish: the commit had landed, so recovery completed the catalog side only
-    # (_check asserts exactly one snapshot tagged with the run id).
-    _check(client, run_id, before_crash, True, jobs_before)
+def test_crash_at_each_point_then_recover(make_client: Any, tmp_path: Path) -> None:
+    """One MV per fault point; the four refresh processes run (and die) side by side."""
+    cases = []
+    for fault, mode, before_crash in CASES:
+        case_dir = tmp_path / fault.replace(":", "-")
+        client, home = _setup(make_client, case_dir)
+        log = case_dir / "refresh.log"
+        proc = spawn(home, None, ["refresh", "mv"], log, fault=fault, mode=mode)
+        cases.append((fault, mode, before_crash, client, proc, log))
+    for fault, mode, _before, _client, proc, log in cases:
+        rc = reap(proc)
+        assert rc == (17 if mode == "exit" else -9), f"{fault}: {read_log(log)}"
+
+    for fault, _mode, before_crash, client, _proc, _log in cases:
+        row = object_row(client)
+        assert row.state != "IDLE", f"{fault}: the killed refresh must leave its run behind"
+        run_id = int(row.current_run_id)
+        chunks = client.chunks(run_id)
+        assert {c["chunk_id"] for c in chunks if c["is_completed"]} == before_crash, fault
+        wait_lease_expired(client)
+        jobs_before = _group_jobs(client, run_id, 3)
+        outcomes = client.recover()
+        assert [(o.run_id, o.action) for o in outcomes if o.action != "cleaned"] == [(run_id, "resumed")], fault
+        # after_publish: the commit had landed, so recovery completed the catalog side only
+        # (_check asserts that one commit is tagged with the run id).
+        _check(client, run_id, before_crash, True, jobs_before)
 
 
 def test_crash_after_staged_then_crash_during_cleanup(make_client: Any, tmp_path: Path) -> None:

@@ -92,3 +92,34 @@ def test_a_run_that_keeps_crashing_is_abandoned(make_client: Any, tmp_path: Path
     assert not (Path(location) / "data" / f"run-{run_id}").exists(), "staging removed"
     assert client.refresh("mv").state == "SUCCESS"  # and the MV can be refreshed again
     assert_mv_matches(client, "mv", QUERY)
+
+
+def test_vacuum_after_a_crash_keeps_the_live_run_and_the_current_snapshot(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path, snapshot_retention_hours="0")
+    first_files = _data_files(client)
+    assert client.refresh("mv").state == "SUCCESS"  # every partition replaced: the first files are history
+    current = rows_of(client.table("mv"))
+    write_events(tmp_path / "events", 3)
+    run_id = _crash(client, "after_progress_recorded", 0)  # a live run with chunk 0 staged and recorded
+    with client.runtime.catalog.transaction() as s:
+        progress = client.runtime.catalog.runs.chunks(s, run_id)
+    staged = [Path(f.removeprefix("file://")) for c in progress for f in c.files]
+    assert staged
+
+    from sparkmv.refresh.vacuum import vacuum
+
+    report = vacuum(client.runtime)
+    assert any(line.startswith("mv: expired") for line in report), report
+    assert all(f.is_file() for f in staged), "files of a live run are never deleted"
+    assert not any(f.exists() for f in first_files), "files only old snapshots referenced are deleted"
+    assert rows_of(client.table("mv")) == current, "the current snapshot stays readable"
+
+    client.runtime.faults = FaultInjector()
+    wait_lease_expired(client)
+    assert client.recover()[0].run.state == "SUCCESS"
+    assert_mv_matches(client, "mv", QUERY)
+
+
+def _data_files(client: Any) -> list[Path]:
+    table = client.runtime.iceberg.load(ObjectName.parse("mv"))
+    return [Path(t.file.file_path.removeprefix("file://")) for t in table.scan().plan_files()]

@@ -106,6 +106,8 @@ class RefreshExecutor:
             ObjectNotFoundError: when there is no such MV.
             InactiveError: when the MV is inactive (the message gives the reason).
             BusyError: when it is not IDLE (names its state, run and owner).
+            LeaseLostError: when this process stalled, its lease expired and recovery took
+                the run over; nothing this process wrote afterwards was kept.
         A failure during the run does not raise: the run is returned with state FAILED.
         """
         request = request or RefreshRequest()

@@ -2,7 +2,9 @@
 
 Snapshots older than ``snapshot_retention_hours`` (default 24) are expired (the current
 one is always kept); then files under a table's ``data/`` directory that no remaining
-snapshot references are deleted, except the staging of runs that are still live.
+snapshot references are deleted, except the staging of runs that are still live: a
+``run-<id>`` directory is touched only when run ``<id>`` is in a final state (read after the
+directories were listed, so a run starting meanwhile is never touched).
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import os
 from datetime import timedelta
 from pathlib import Path
 
-from sparkmv.catalog import ObjectKind, RefreshState
+from sparkmv.catalog import ObjectKind, RefreshState, RunState
 from sparkmv.catalog.clock import utcnow
 from sparkmv.names import ObjectName
 from sparkmv.refresh.properties import MvProperties
@@ -31,20 +33,26 @@ def vacuum(rt: Runtime) -> list[str]:
         cutoff = utcnow() - timedelta(hours=props.snapshot_retention_hours)
         expired = rt.iceberg.expire_snapshots(name, cutoff)
         live_run = row.current_run_id if row.state != RefreshState.IDLE else None
-        deleted = _delete_unreferenced(rt, name, live_run)
+        deleted = _delete_unreferenced(rt, name, live_run, row.id)
         report.append(f"{name}: expired {expired} snapshots, deleted {deleted} unreferenced files")
     return report
 
 
-def _delete_unreferenced(rt: Runtime, name: ObjectName, live_run: int | None) -> int:
+def _delete_unreferenced(rt: Runtime, name: ObjectName, live_run: int | None, object_id: int) -> int:
     referenced = rt.iceberg.referenced_files(name)
     data = Path(rt.iceberg.load(name).location().removeprefix("file://")) / "data"
     if not data.is_dir():
         return 0
+    run_dirs = list(data.iterdir())
+    with rt.catalog.transaction() as s:
+        final = {r.run_id for r in rt.catalog.runs.list(s, object_id) if RunState(r.state).is_final}
     deleted = 0
-    for run_dir in data.iterdir():
+    for run_dir in run_dirs:
         if live_run is not None and run_dir.name == f"run-{live_run}":
             continue  # staging of the running refresh
+        head, _, tail = run_dir.name.partition("-")
+        if head == "run" and tail.isdigit() and int(tail) not in final:
+            continue  # a run that is not finished (it may have started after the state was read)
         for dirpath, _dirs, files in os.walk(run_dir):
             for f in files:
                 path = os.path.join(dirpath, f)
