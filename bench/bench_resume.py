@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -50,6 +51,21 @@ def _lineitem(data: Path) -> Path:
         prepare(spark, data, 1.0)
         spark.stop()
     return layout_root / "lineitem"
+
+
+def _proc_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a live process has used, from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _jvm_pid(client: Any) -> int:
+    return int(client.spark.sparkContext._gateway.proc.pid)
+
+
+def _cpu(client: Any) -> float:
+    """CPU seconds used so far by this process and its JVM."""
+    return time.process_time() + _proc_cpu(_jvm_pid(client))
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -79,11 +95,11 @@ def recover_worker(home: Path) -> None:
 
     client = Client(home=home, conf=CONF, recover=False)
     client.sql(WARM_UP).collect()  # type: ignore[union-attr]
-    started = time.monotonic()
+    started, cpu = time.monotonic(), _cpu(client)
     outcomes = client.recover()
-    wall = time.monotonic() - started
+    wall, cpu = time.monotonic() - started, _cpu(client) - cpu
     states = [o.run.state if o.run else o.action for o in outcomes]
-    print(json.dumps({"states": states, "wall": wall}), flush=True)
+    print(json.dumps({"states": states, "wall": wall, "cpu": cpu}), flush=True)
 
 
 def worker(home: Path, lineitem: Path, chunk_size: int) -> None:
@@ -100,9 +116,11 @@ def worker(home: Path, lineitem: Path, chunk_size: int) -> None:
         f"AS {Q1_PRICING_SUMMARY}"
     )
     client.sql(WARM_UP).collect()  # type: ignore[union-attr]
-    started = time.monotonic()
+    started, cpu = time.monotonic(), _cpu(client)
+    print(json.dumps({"jvm": _jvm_pid(client), "cpu_start": cpu}), flush=True)
     run = client.refresh("q1")
-    print(json.dumps({"run_id": run.run_id, "state": run.state, "wall": time.monotonic() - started}), flush=True)
+    wall, cpu = time.monotonic() - started, _cpu(client) - cpu
+    print(json.dumps({"run_id": run.run_id, "state": run.state, "wall": wall, "cpu": cpu}), flush=True)
 
 
 def _catalog(home: Path) -> Any:
@@ -136,7 +154,7 @@ def uninterrupted(base: Path, lineitem: Path, chunk_size: int, label: str) -> di
         raise SystemExit(f"{label} failed:\n{(home / 'worker.log').read_text()[-3000:]}")
     out = json.loads(lines[-1])
     chunks = _progress(home)
-    return {"chunks": len(chunks), "work": _work(chunks), "wall": out["wall"], "state": out["state"]}
+    return {"chunks": len(chunks), "work": _work(chunks), "wall": out["wall"], "cpu": out["cpu"], "state": out["state"]}
 
 
 def killed_and_resumed(base: Path, lineitem: Path, chunk_size: int, kill_in_chunk: int) -> dict[str, Any]:
@@ -156,14 +174,17 @@ def killed_and_resumed(base: Path, lineitem: Path, chunk_size: int, kill_in_chun
         done = [c for c in chunks if c.is_completed]
         if len(done) >= kill_in_chunk and chunks[kill_in_chunk].attempts >= 1:
             typical = sum(c.duration_seconds for c in done) / len(done)
-            started = chunks[kill_in_chunk].last_checkpoint  # naive UTC, set when the attempt began
             break
     time.sleep(typical / 2)  # in the middle of the chunk
+    first = json.loads(next(ln for ln in (home / "worker.log").read_text().splitlines() if ln.startswith("{")))
+    cpu_killed = _proc_cpu(proc.pid) + _proc_cpu(first["jvm"]) - first["cpu_start"]
     os.killpg(proc.pid, signal.SIGKILL)
     killed_at = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     proc.wait()
-    lost = (killed_at - started).total_seconds()
-    before = [c for c in _progress(home) if c.is_completed]
+    chunks = _progress(home)
+    before = [c for c in chunks if c.is_completed]
+    # the chunk that was running: its progress row's checkpoint is when its attempt began
+    lost = sum((killed_at - c.last_checkpoint).total_seconds() for c in chunks if c.attempts and not c.is_completed)
     time.sleep(float(LEASE["lease_timeout_seconds"]) + 0.5)
     t0 = time.monotonic()
     rec = subprocess.run(
@@ -174,6 +195,7 @@ def killed_and_resumed(base: Path, lineitem: Path, chunk_size: int, kill_in_chun
     if rec.returncode != 0 or not lines or json.loads(lines[-1])["states"] != ["SUCCESS"]:
         raise SystemExit(f"recover failed: {rec.stdout}\n{rec.stderr[-3000:]}")
     recover_wall = json.loads(lines[-1])["wall"]
+    recover_cpu = json.loads(lines[-1])["cpu"]
     chunks = _progress(home)
     recomputed = [c.chunk_id for c in chunks if c.attempts > 1]
     return {
@@ -185,6 +207,7 @@ def killed_and_resumed(base: Path, lineitem: Path, chunk_size: int, kill_in_chun
         "recomputed": recomputed,
         "recover_wall": recover_wall,
         "startup": process_wall - recover_wall,
+        "cpu": cpu_killed + recover_cpu,
     }
 
 
@@ -194,52 +217,90 @@ def _write_results(text: str) -> None:
     path.write_text(existing.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n")
 
 
+def _trial(base: Path, lineitem: Path, partitions: int, size12: int) -> dict[str, Any]:
+    full12 = uninterrupted(base, lineitem, size12, "chunks12")
+    print("uninterrupted, 12 chunks:", full12, flush=True)
+    killed = killed_and_resumed(base, lineitem, size12, full12["chunks"] // 2)
+    print("killed + resumed:", killed, flush=True)
+    full1 = uninterrupted(base, lineitem, partitions, "chunks1")
+    print("uninterrupted, 1 chunk:", full1, flush=True)
+    return {
+        "full12": full12,
+        "killed": killed,
+        "full1": full1,
+        "resume": killed["work"] / full12["work"],
+        "chunking": full12["work"] / full1["work"],
+        "chunking_wall": full12["wall"] / full1["wall"],
+        "resume_cpu": killed["cpu"] / full12["cpu"],
+        "chunking_cpu": full12["cpu"] / full1["cpu"],
+    }
+
+
 def main() -> None:
     """Run the benchmark and print (and with ``--write`` record) the figures."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch")
+    parser.add_argument("--repeat", type=int, default=1, help="trials (each: 12 chunks, killed+resumed, 1 chunk)")
     parser.add_argument("--write", action="store_true", help="append the figures to bench/RESULTS.md")
     args = parser.parse_args()
     lineitem = _lineitem(args.data)
     partitions = len([p for p in lineitem.iterdir() if p.name.startswith("l_shipmonth=")])
     size12 = -(-partitions // 12)
-    base = Path(tempfile.mkdtemp(prefix="sparkmv-bench-resume-"))
-    try:
-        full12 = uninterrupted(base, lineitem, size12, "chunks12")
-        print("uninterrupted, 12 chunks:", full12, flush=True)
-        killed = killed_and_resumed(base, lineitem, size12, full12["chunks"] // 2)
-        print("killed + resumed:", killed, flush=True)
-        full1 = uninterrupted(base, lineitem, partitions, "chunks1")
-        print("uninterrupted, 1 chunk:", full1, flush=True)
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    resume_ratio = killed["work"] / full12["work"]
-    chunk_ratio = full12["work"] / full1["work"]
-    chunk_wall_ratio = full12["wall"] / full1["wall"]
+    trials = []
+    for _ in range(args.repeat):
+        base = Path(tempfile.mkdtemp(prefix="sparkmv-bench-resume-"))
+        try:
+            trials.append(_trial(base, lineitem, partitions, size12))
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
+    rows = "\n".join(_row(i + 1, t) for i, t in enumerate(trials))
+    resume = statistics.median(t["resume"] for t in trials)
+    chunking = statistics.median(t["chunking"] for t in trials)
+    resume_cpu = statistics.median(t["resume_cpu"] for t in trials)
+    chunking_cpu = statistics.median(t["chunking_cpu"] for t in trials)
+    k = trials[-1]["killed"]
     today = dt.date.today().isoformat()
     text = f"""## Resume and chunking (issue 3)
 
-{today}; 2 cores (shared with other jobs), Spark `local[2]`, driver 3g; TPC-H SF1 lineitem
-(6,001,215 rows, {partitions} `l_shipmonth` partitions, ~{_size_mb(lineitem)} MB Parquet).
-MV: `Q1_PRICING_SUMMARY` partitioned by `l_shipmonth`, STRICT, {size12} partitions per chunk
-({full12["chunks"]} chunks). Each refresh and the recovery run in a fresh process whose JVM
-is first warmed by a one-month query;
-`bench/bench_resume.py`. Work = sum of the chunk times in the progress table
-(`duration_seconds`), plus, for the killed run, the time its unfinished chunk had run.
+{today}; 2 cores shared with other jobs (load average 5-12 during the runs), Spark `local[2]`,
+driver 3g; TPC-H SF1 lineitem (6,001,215 rows, {partitions} `l_shipmonth` partitions,
+~{_size_mb(lineitem)} MB Parquet). MV: `Q1_PRICING_SUMMARY` partitioned by `l_shipmonth`, STRICT,
+{size12} partitions per chunk. `bench/bench_resume.py --repeat {args.repeat}`. Each refresh and the
+recovery run in a fresh process whose JVM is first warmed by a one-month query. Work = sum of
+the chunk times in the progress table (`duration_seconds`), plus, for the killed run, the
+time its unfinished chunk had run before the `SIGKILL` (lost work). CPU = CPU seconds of the
+refreshing processes (Python driver + JVM) during the refresh, resp. until the kill plus
+during the recovery: less sensitive than wall-clock times to other jobs on the machine. The killed run is
+`SIGKILL`-ed in the middle of chunk {k["done_before_kill"]} (after {k["done_before_kill"]} of {k["chunks"]} chunks were recorded) and resumed by
+a fresh process calling `recover` once its lease expired.
 
-| measurement | figure | target |
-|---|---|---|
-| uninterrupted refresh, {full12["chunks"]} chunks: work / wall | {full12["work"]:.1f} s / {full12["wall"]:.1f} s | |
-| killed (SIGKILL inside chunk {killed["done_before_kill"]}, after {killed["done_before_kill"]} of {killed["chunks"]} chunks recorded) + `sparkmv recover`: work | {killed["work"]:.1f} s (of which lost {killed["lost"]:.1f} s) | |
-| chunks computed twice | {killed["recomputed"]} (only the one killed mid-way) | |
-| recovery process: resume wall / start-up (JVM start + warm-up, not in work) | {killed["recover_wall"]:.1f} s / {killed["startup"]:.1f} s | |
-| **resume ratio**: killed+resumed work / uninterrupted work | **{resume_ratio:.2f}** | <= 1.15 |
-| uninterrupted refresh, 1 chunk: work / wall | {full1["work"]:.1f} s / {full1["wall"]:.1f} s | |
-| **chunking overhead**: 12 chunks / 1 chunk (work) | **{chunk_ratio:.2f}** (wall {chunk_wall_ratio:.2f}) | <= 1.2 |
+| trial | uninterrupted, 12 chunks: work | killed + resumed: work | resume ratio | 1 chunk: work | chunking overhead 12 vs 1 |
+|---|---|---|---|---|---|
+{rows}
+
+- **Resume ratio** (killed+resumed work / uninterrupted work), median: **{resume:.2f}**; by CPU
+  **{resume_cpu:.2f}** (target <= 1.15).
+- **Chunking overhead** (12 chunks / 1 chunk, work), median: **{chunking:.2f}**; by CPU
+  **{chunking_cpu:.2f}** (target <= 1.2).
+- Only the chunk killed mid-way is computed twice; recorded chunks keep `attempts = 1`.
+- Not counted as work: the recovery process's start-up (JVM start + warm-up, {k["startup"]:.1f} s wall in
+  the last trial) and the lease expiry wait (6 s with `lease_timeout_seconds = 6`).
+- The machine was shared with other Spark jobs; chunk times vary by +-30 % between runs, so
+  single-trial ratios are noisy (a ratio below 1 only means the later run had a quieter machine).
 """  # noqa: E501
     print(text)
     if args.write:
         _write_results(text)
+
+
+def _row(number: int, t: dict[str, Any]) -> str:
+    full12, killed, full1 = t["full12"], t["killed"], t["full1"]
+    return (
+        f"| {number} | {full12['work']:.1f} s ({full12['chunks']} chunks) "
+        f"| {killed['work']:.1f} s (lost {killed['lost']:.1f} s; recomputed chunks {killed['recomputed']}) "
+        f"| **{t['resume']:.2f}** (CPU {t['resume_cpu']:.2f}) | {full1['work']:.1f} s "
+        f"| **{t['chunking']:.2f}** (wall {t['chunking_wall']:.2f}, CPU {t['chunking_cpu']:.2f}) |"
+    )
 
 
 def _size_mb(path: Path) -> int:
