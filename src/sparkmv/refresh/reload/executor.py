@@ -48,7 +48,7 @@ from sparkmv.errors import (
 from sparkmv.names import ObjectName
 from sparkmv.refresh.executor import ProgressCallback, spark_error_text, staging_dir
 from sparkmv.refresh.monitor import RunMonitor
-from sparkmv.refresh.reload.options import TableDef, changelog_name
+from sparkmv.refresh.reload.options import CHANGELOG_LEAF, TableDef, changelog_name
 from sparkmv.refresh.reload.source import (
     SourceFile,
     StagedLoad,
@@ -96,6 +96,11 @@ class _Run:
         if self._staging is None:
             self._staging = staging_dir(self.rt.iceberg.load(self.tdef.name).location(), self.run_id)
         return self._staging
+
+    @property
+    def changelog_staging(self) -> Path:
+        """The run's changelog staging directory, inside the changelog table's location."""
+        return staging_dir(self.rt.iceberg.load(changelog_name(self.tdef.name)).location(), self.run_id)
 
     def _cancel_jobs(self) -> None:
         if self.rt.has_spark:
@@ -222,7 +227,7 @@ class _Run:
                     self.rt.spark, self.tdef, self.run_id, batch,
                     [f for v in batch for f in staged.vnodes.get(v, ([], 0))[0]],
                     [f for v in batch for f in table_files.get(str(v), [])],
-                    directory, staged.vnodes,
+                    directory, staged.vnodes, self.changelog_staging / directory.name,
                 )  # fmt: skip
             self.rt.faults.hit("during_merge", ordinal)
             records: dict[int, tuple[list[str], int, int, dict[str, Any]]] = {}
@@ -291,8 +296,8 @@ class _Run:
             chunks = self.catalog.runs.chunks(s, self.run_id)
         positions = {c.chunk_id: json.loads(c.position or "{}") for c in chunks}
         changed = sorted(v for v, p in positions.items() if p.get("changed"))
-        table_files = [f for c in chunks for f in (c.files or []) if "/changelog/" not in f]
-        log_files = [f for c in chunks for f in (c.files or []) if "/changelog/" in f]
+        table_files = [f for c in chunks for f in (c.files or []) if f"/{CHANGELOG_LEAF}/" not in f]
+        log_files = [f for c in chunks for f in (c.files or []) if f"/{CHANGELOG_LEAF}/" in f]
         self.rt.faults.hit("before_publish")
         store = self.rt.iceberg
         snapshot_id: int | None = None
@@ -327,23 +332,13 @@ class _Run:
     def _cleanup(self, recorded: set[str]) -> None:
         """Remove the staged source and every attempt directory no published file is in."""
         self.rt.faults.hit("during_cleanup")
-        root = self.staging
-        if not root.is_dir():
-            return
         keep = {Path(f.removeprefix("file://")) for f in recorded}
-        for entry in root.iterdir():
-            if not any(entry in p.parents for p in keep):
-                shutil.rmtree(entry, ignore_errors=True)
-                continue
-            # a directory holding published files (e.g. staged files reused as table files):
-            # remove everything else in it
-            for path in sorted(entry.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-                if path.is_file() and path not in keep:
-                    path.unlink(missing_ok=True)
-                elif path.is_dir() and not any(path.iterdir()):
-                    path.rmdir()
+        for root in (self.staging, self.changelog_staging):
+            if root.is_dir():
+                _prune(root, keep)
 
     def _abort(self, state: RunState, error: str) -> None:
+
         """Back to IDLE with the table unchanged; the run ends as ``state``.
 
         Raises:
@@ -367,6 +362,7 @@ class _Run:
                 self.catalog.control.clear(s, self.run_id)
         finally:
             shutil.rmtree(self.staging, ignore_errors=True)
+            shutil.rmtree(self.changelog_staging, ignore_errors=True)
 
     def _committed(self) -> bool:
         store = self.rt.iceberg
@@ -374,6 +370,21 @@ class _Run:
             store.exists(n) and store.snapshot_of_run(store.load(n), self.run_id) is not None
             for n in (self.tdef.name, changelog_name(self.tdef.name))
         )
+
+
+def _prune(root: Path, keep: set[Path]) -> None:
+    """Remove everything under ``root`` except the files in ``keep`` (and their directories)."""
+    for entry in root.iterdir():
+        if not any(entry in p.parents for p in keep):
+            shutil.rmtree(entry, ignore_errors=True)
+            continue
+        # a directory holding published files (e.g. staged files reused as table files):
+        # remove everything else in it
+        for path in sorted(entry.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            if path.is_file() and path not in keep:
+                path.unlink(missing_ok=True)
+            elif path.is_dir() and not any(path.iterdir()):
+                path.rmdir()
 
 
 def _append_changelog(store: IcebergStore, name: ObjectName, run_id: int, files: list[str]) -> None:

@@ -27,7 +27,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
-from sparkmv.refresh.reload.options import VNODE_COLUMN, TableDef
+from sparkmv.refresh.reload.options import CHANGELOG_LEAF, VNODE_COLUMN, TableDef
 from sparkmv.storage.files import PARTITION_COPY, collect_staged, write_staged
 
 
@@ -80,6 +80,7 @@ def merge_batch(
     table_files: list[str],
     directory: Path,
     staged_by_vnode: dict[int, tuple[list[str], int]] | None = None,
+    changelog_dir: Path | None = None,
 ) -> BatchResult:
     """Merge ``vnodes``: staged files vs the table's pinned files of those vnodes.
 
@@ -88,13 +89,17 @@ def merge_batch(
 
     Args:
         staged_files / table_files: Parquet file URIs of exactly these vnodes.
-        directory: attempt directory; table files go to ``table/``, changelog to ``changelog/``.
+        directory: attempt directory; table files go to ``table/``.
+        changelog_dir: attempt directory for the changelog files (default ``directory``);
+            they go to its ``__smv_changelog/``. Give one inside the changelog table's own
+            location, so that a vacuum of the table never sees them as orphans.
 
     Returns:
         Per-vnode counts and new files (every vnode of ``vnodes`` present), changelog files.
     """
+    changelog_dir = changelog_dir or directory
     if tdef.on_conflict == "OVERWRITE" and staged_by_vnode is not None:
-        return _merge_overwrite(spark, tdef, run_id, vnodes, staged_by_vnode, table_files, directory)
+        return _merge_overwrite(spark, tdef, run_id, vnodes, staged_by_vnode, table_files, changelog_dir)
     schema = _schema(spark, tdef)
     s = _read(spark, staged_files, schema, "s__")
     t = _read(spark, table_files, schema, "t__")
@@ -144,7 +149,7 @@ def merge_batch(
               for c in tdef.columns],
             F.lit(run_id).cast("long").alias("run_id"),
         )  # fmt: skip
-        log_out = write_staged(log, directory / "changelog", None, max_files=2)
+        log_out = write_staged(log, changelog_dir / CHANGELOG_LEAF, None, max_files=2)
         table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
             *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
         )
@@ -180,7 +185,7 @@ def _merge_overwrite(
     vnodes: list[int],
     staged_by_vnode: dict[int, tuple[list[str], int]],
     table_files: list[str],
-    directory: Path,
+    changelog_dir: Path,
 ) -> BatchResult:
     """``OVERWRITE`` merge on narrow rows: key, vnode and two hashes of the values.
 
@@ -229,7 +234,7 @@ def _merge_overwrite(
             .unionByName(deletes.select(F.col("op"), *delete_cols))
             .withColumn("run_id", F.lit(run_id).cast("long"))
         )
-        log_out = write_staged(log, directory / "changelog", None, max_files=2)
+        log_out = write_staged(log, changelog_dir / CHANGELOG_LEAF, None, max_files=2)
         for v in changed:
             results[v].files = list(staged_by_vnode.get(v, ([], 0))[0])
         return BatchResult(results, log_out.files, log_out.rows)

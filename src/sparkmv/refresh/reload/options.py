@@ -27,6 +27,8 @@ from sparkmv.names import ObjectName
 
 VNODE_COLUMN = "_vnode"
 CHANGELOG_SUFFIX = "__changelog"
+CHANGELOG_LEAF = "__smv_changelog"
+"""Leaf directory of staged changelog files (how the publish tells them from table files)."""
 FORMATS = ("csv", "parquet", "json")
 CONNECTORS = ("files", "jdbc")
 REFRESH_MODES = ("FULL_RELOAD",)
