@@ -26,32 +26,64 @@ def _nothing_created(client, name: str = "t") -> None:  # type: ignore[no-untype
 @pytest.mark.parametrize(
     ("ddl", "error", "message"),
     [
-        (f"CREATE TABLE t ({COLS}) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
-         "refresh_mode = 'FULL_RELOAD')", AnalysisError,
-         "Table 't' has no primary key: a refreshable table needs PRIMARY KEY (column, ...)"),
-        (f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
-         "refresh_mode = 'FULL_RELOAD', refresh_interval_sec = '0')", InvalidPropertyError,
-         "Table 't': refresh_interval_sec must be a positive integer, got '0'"),
-        (f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
-         "refresh_mode = 'FULL_RELOAD', refresh_interval_sec = 'soon')", InvalidPropertyError,
-         "Table 't': refresh_interval_sec must be a positive integer, got 'soon'"),
-        (f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
-         "refresh_interval_sec = '60')", InvalidPropertyError,
-         "Table 't': refresh_interval_sec requires refresh_mode = 'FULL_RELOAD'"),
-        (f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'kafka', refresh_mode = 'FULL_RELOAD')",
-         InvalidPropertyError, "Table 't': unknown connector 'kafka' (supported: files, jdbc)"),
-        (f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'xml', "
-         "refresh_mode = 'FULL_RELOAD')", InvalidPropertyError,
-         "Table 't': unknown format 'xml' (supported: csv, parquet, json)"),
-        (f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}/nope', "
-         "format = 'csv', refresh_mode = 'FULL_RELOAD')", InvalidPropertyError,
-         "Table 't': path '{src}/nope' does not exist or is not a directory"),
-        (f"CREATE TABLE t ({COLS}, PRIMARY KEY (k)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
-         "refresh_mode = 'FULL_RELOAD')", AnalysisError,
-         "Table 't': primary key column 'k' is not a declared column"),
+        (
+            f"CREATE TABLE t ({COLS}) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
+            "refresh_mode = 'FULL_RELOAD')",
+            AnalysisError,
+            "Table 't' has no primary key: a refreshable table needs PRIMARY KEY (column, ...)",
+        ),
+        (
+            f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
+            "refresh_mode = 'FULL_RELOAD', refresh_interval_sec = '0')",
+            InvalidPropertyError,
+            "Table 't': refresh_interval_sec must be a positive integer, got '0'",
+        ),
+        (
+            f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
+            "refresh_mode = 'FULL_RELOAD', refresh_interval_sec = 'soon')",
+            InvalidPropertyError,
+            "Table 't': refresh_interval_sec must be a positive integer, got 'soon'",
+        ),
+        (
+            f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
+            "refresh_interval_sec = '60')",
+            InvalidPropertyError,
+            "Table 't': refresh_interval_sec requires refresh_mode = 'FULL_RELOAD'",
+        ),
+        (
+            f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'kafka', refresh_mode = 'FULL_RELOAD')",
+            InvalidPropertyError,
+            "Table 't': unknown connector 'kafka' (supported: files, jdbc)",
+        ),
+        (
+            f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'xml', "
+            "refresh_mode = 'FULL_RELOAD')",
+            InvalidPropertyError,
+            "Table 't': unknown format 'xml' (supported: csv, parquet, json)",
+        ),
+        (
+            f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}/nope', "
+            "format = 'csv', refresh_mode = 'FULL_RELOAD')",
+            InvalidPropertyError,
+            "Table 't': path '{src}/nope' does not exist or is not a directory",
+        ),
+        (
+            f"CREATE TABLE t ({COLS}, PRIMARY KEY (k)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
+            "refresh_mode = 'FULL_RELOAD')",
+            AnalysisError,
+            "Table 't': primary key column 'k' is not a declared column",
+        ),
     ],
-    ids=["no-pk", "interval-zero", "interval-text", "interval-without-full-reload", "connector", "format", "path",
-         "unknown-key"],
+    ids=[
+        "no-pk",
+        "interval-zero",
+        "interval-text",
+        "interval-without-full-reload",
+        "connector",
+        "format",
+        "path",
+        "unknown-key",
+    ],
 )
 def test_create_errors_change_nothing(client, tmp_path: Path, ddl: str, error: type, message: str) -> None:  # type: ignore[no-untyped-def]
     src = tmp_path / "src"
@@ -155,8 +187,17 @@ def test_parquet_and_json_sources(client, tmp_path: Path) -> None:  # type: igno
 
 
 @pytest.mark.postgres
-def test_jdbc_source_on_postgresql(client, pg_url: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("driver", ["jar", "psycopg"])
+def test_jdbc_source_on_postgresql(client, pg_url: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """Through Spark's JDBC source with the local driver jar, and without any jar (psycopg)."""
     import psycopg
+
+    from sparkmv.refresh.reload import source
+
+    if driver == "psycopg":
+        monkeypatch.setenv("SPARKMV_JDBC_JARS", "")
+    elif not source._jdbc_jars():
+        pytest.skip("no PostgreSQL JDBC driver jar on this machine (the psycopg variant covers the source)")
 
     conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(conninfo, autocommit=True) as conn:

@@ -168,8 +168,10 @@ def _check_parquet_columns(tdef: TableDef, root: Path, files: list[SourceFile]) 
 
 
 def _jdbc_jars() -> list[str]:
+    # SPARKMV_JDBC_JARS set (even empty) is the whole list: empty means "no driver jar",
+    # which reads PostgreSQL with psycopg.
     env = os.environ.get("SPARKMV_JDBC_JARS")
-    if env:
+    if env is not None:
         return [p for p in env.split(os.pathsep) if p]
     found = glob.glob(os.path.expanduser("~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar"))
     return sorted(p for p in found if not p.endswith(("-sources.jar", "-javadoc.jar")))[-1:]
