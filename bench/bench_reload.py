@@ -33,15 +33,29 @@ import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDERS = ROOT / "data" / "tpch" / "sf1" / "raw" / "orders.parquet"
-COLUMNS = ["o_orderkey", "o_custkey", "o_orderstatus", "o_totalprice", "o_orderdate", "o_orderpriority",
-           "o_clerk", "o_shippriority", "o_comment"]  # fmt: skip
+COLUMNS = [
+    "o_orderkey",
+    "o_custkey",
+    "o_orderstatus",
+    "o_totalprice",
+    "o_orderdate",
+    "o_orderpriority",
+    "o_clerk",
+    "o_shippriority",
+    "o_comment",
+]
 
 
 def base_rows(rows: int) -> pa.Table:
     """``rows`` rows from orders (deterministic), keys unique."""
     orders = pq.read_table(ORDERS, columns=COLUMNS)
-    plain = [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type)
-                      else pa.float64() if pa.types.is_decimal(f.type) else f.type) for f in orders.schema]  # fmt: skip
+    plain = [
+        pa.field(
+            f.name,
+            pa.string() if pa.types.is_string_view(f.type) else pa.float64() if pa.types.is_decimal(f.type) else f.type,
+        )
+        for f in orders.schema
+    ]
     orders = orders.cast(pa.schema(plain))
     orders = orders.set_column(0, "o_orderkey", pc.cast(orders["o_orderkey"], pa.int64()))
     parts = [orders]
@@ -103,8 +117,12 @@ def main() -> None:
         write_source(v1, src)
         v2, expected = changed(v1)
         gen_s = time.perf_counter() - t0
-        client = Client(home=work / "home", master="local[2]", recover=False,
-                        conf={"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "3g"})  # fmt: skip
+        client = Client(
+            home=work / "home",
+            master="local[2]",
+            recover=False,
+            conf={"spark.sql.shuffle.partitions": "8", "spark.driver.memory": "3g"},
+        )
         client.sql(
             "CREATE TABLE orders_rt (o_orderkey bigint, o_custkey bigint, o_orderstatus string, o_totalprice double, "
             "o_orderdate date, o_orderpriority string, o_clerk string, o_shippriority int, o_comment string, "
@@ -175,8 +193,10 @@ def _append(r: dict[str, object]) -> None:
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     if header not in text:
         text = text.rstrip("\n") + f"\n\n{header}\n\n"
-        text += ("| date | machine | data | REFRESH TABLE s | merge s | naive overwrite s | ratio | merge rows/s "
-                 "| changelog I/U/D |\n|---|---|---|---|---|---|---|---|---|\n")  # fmt: skip
+        text += (
+            "| date | machine | data | REFRESH TABLE s | merge s | naive overwrite s | ratio | merge rows/s "
+            "| changelog I/U/D |\n|---|---|---|---|---|---|---|---|---|\n"
+        )
     cl = r["changelog"]
     assert isinstance(cl, dict)
     line = (

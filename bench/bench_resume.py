@@ -79,8 +79,11 @@ def _worker(home: Path, lineitem: Path, chunk_size: int) -> subprocess.Popen[byt
     log = (home / "worker.log").open("ab")
     return subprocess.Popen(
         [sys.executable, __file__, "--worker", str(home), str(lineitem), str(chunk_size)],
-        env=_env(home), stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )  # fmt: skip
+        env=_env(home),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 WARM_UP = (

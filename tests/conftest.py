@@ -25,7 +25,7 @@ def _pg_unreachable_reason() -> str | None:
 
         with psycopg.connect(PG_URL.replace("postgresql+psycopg://", "postgresql://"), connect_timeout=3):
             return None
-    except Exception as exc:  # noqa: BLE001 - any failure means unreachable
+    except Exception as exc:
         return f"PostgreSQL at {PG_URL} unreachable: {exc}"
 
 

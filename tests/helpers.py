@@ -9,7 +9,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 
-def write_partition(root: Path, column: str, value: str, rows: dict[str, list[Any]], file: str = "part-0.parquet") -> Path:
+def write_partition(
+    root: Path, column: str, value: str, rows: dict[str, list[Any]], file: str = "part-0.parquet"
+) -> Path:
     """Write one Parquet file into ``root/column=value/`` (an outside writer)."""
     directory = root / f"{column}={value}"
     directory.mkdir(parents=True, exist_ok=True)

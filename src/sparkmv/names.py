@@ -47,9 +47,7 @@ class ObjectName:
         """
         parts = text.strip().split(".")
         if len(parts) > 2 or not all(is_identifier(p) for p in parts):
-            raise InvalidNameError(
-                f"invalid name {text!r}: use letters, digits and _ (optionally namespace.name)"
-            )
+            raise InvalidNameError(f"invalid name {text!r}: use letters, digits and _ (optionally namespace.name)")
         if len(parts) == 1:
             return cls(DEFAULT_NAMESPACE, parts[0].lower())
         ns = parts[0].lower()

@@ -23,13 +23,33 @@ MV_QUERY = "SELECT m, region, sum(amount) AS total, count(*) AS n FROM sales GRO
 NESTED_QUERY = "SELECT m, sum(total) AS total, sum(n) AS n FROM by_region GROUP BY m"
 
 MATERIALIZED_VIEWS_COLUMNS = [
-    "name", "definition", "partition_by", "refresh_scheme", "state", "is_active", "inactive_reason", "rows",
-    "last_refresh_start", "last_refresh_end", "last_refresh_state", "last_refresh_error",
-]  # fmt: skip
+    "name",
+    "definition",
+    "partition_by",
+    "refresh_scheme",
+    "state",
+    "is_active",
+    "inactive_reason",
+    "rows",
+    "last_refresh_start",
+    "last_refresh_end",
+    "last_refresh_state",
+    "last_refresh_error",
+]
 TASK_RUNS_COLUMNS = [
-    "run_id", "mv_name", "trigger", "mode", "state", "created", "started", "finished", "error",
-    "partitions_planned", "partitions_done", "rows_written",
-]  # fmt: skip
+    "run_id",
+    "mv_name",
+    "trigger",
+    "mode",
+    "state",
+    "created",
+    "started",
+    "finished",
+    "error",
+    "partitions_planned",
+    "partitions_done",
+    "rows_written",
+]
 
 
 def make_sales(root: Path) -> Path:

@@ -85,9 +85,12 @@ def spawn(
     command = [SPARKMV, *args] if cli else [PYTHON, str(HERE), *args]
     out = log.open("ab")
     return subprocess.Popen(
-        command, env=worker_env(home, catalog_url, **extra), stdout=out, stderr=subprocess.STDOUT,
+        command,
+        env=worker_env(home, catalog_url, **extra),
+        stdout=out,
+        stderr=subprocess.STDOUT,
         start_new_session=True,
-    )  # fmt: skip
+    )
 
 
 def cli(home: Path, catalog_url: str | None, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:

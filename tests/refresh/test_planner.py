@@ -71,8 +71,13 @@ def test_sort_key_orders_null_numbers_text() -> None:
 
 def test_first_refresh_is_full_strict_chunks_five_into_three() -> None:
     fact = table(FACT, dict.fromkeys(DAYS, "v1"))
-    p = plan([fact], {}, set(), {"partition_refresh_strategy": "STRICT", "partition_refresh_number": "2"},
-             refreshed_before=False)  # fmt: skip
+    p = plan(
+        [fact],
+        {},
+        set(),
+        {"partition_refresh_strategy": "STRICT", "partition_refresh_number": "2"},
+        refreshed_before=False,
+    )
     assert (p.mode, p.reason, p.replace_all) == ("FULL", "first refresh", True)
     assert chunk_parts(p) == [DAYS[0:2], DAYS[2:4], DAYS[4:5]]
     assert p.consumed == {FACT: ["*"]}

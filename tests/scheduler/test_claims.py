@@ -28,9 +28,14 @@ def catalog(catalog_url: str) -> Iterator[Catalog]:
 def _mv(catalog: Catalog, name: str = "m") -> ObjectRow:
     with catalog.transaction() as s:
         return catalog.objects.insert(
-            s, ObjectName("default", name), ObjectKind.MATERIALIZED_VIEW, definition="SELECT 1",
-            refresh_scheme="ASYNC EVERY (INTERVAL 2 SECOND)", schedule_every_seconds=2, next_fire_time=T0,
-        )  # fmt: skip
+            s,
+            ObjectName("default", name),
+            ObjectKind.MATERIALIZED_VIEW,
+            definition="SELECT 1",
+            refresh_scheme="ASYNC EVERY (INTERVAL 2 SECOND)",
+            schedule_every_seconds=2,
+            next_fire_time=T0,
+        )
 
 
 def test_a_due_time_is_claimed_once_by_racing_schedulers(catalog: Catalog) -> None:

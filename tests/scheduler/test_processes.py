@@ -30,10 +30,21 @@ SLOW = (
 
 def _start(home: Path, url: str, log: Path) -> subprocess.Popen[bytes]:
     cmd = [
-        SPARKMV, "--home", str(home), "--catalog-url", url, "--master", "local[1]",
-        "--conf", "spark.sql.shuffle.partitions=1", "--conf", "spark.ui.enabled=false",
-        "scheduler", "--poll-seconds", "0.5",
-    ]  # fmt: skip
+        SPARKMV,
+        "--home",
+        str(home),
+        "--catalog-url",
+        url,
+        "--master",
+        "local[1]",
+        "--conf",
+        "spark.sql.shuffle.partitions=1",
+        "--conf",
+        "spark.ui.enabled=false",
+        "scheduler",
+        "--poll-seconds",
+        "0.5",
+    ]
     return subprocess.Popen(cmd, stdout=log.open("wb"), stderr=subprocess.STDOUT, env={**os.environ, "CI": ""})
 
 
@@ -129,10 +140,13 @@ def test_two_schedulers_share_postgres_and_take_over(
     def survivor_fired_after_takeover() -> bool:
         with rt.catalog.transaction() as s:
             return any(
-                r.trigger == "SCHEDULED" and r.finished and run.finished and r.finished > run.finished
+                r.trigger == "SCHEDULED"
+                and r.finished
+                and run.finished
+                and r.finished > run.finished
                 and f":{survivor.pid}:" in (r.owner or "")
                 for r in rt.catalog.runs.list(s, _obj(client, "s1").id, limit=5)
-            )  # fmt: skip
+            )
 
     _wait("the survivor to keep firing schedules", survivor_fired_after_takeover, 60, logs)
 

@@ -43,10 +43,7 @@ def busy_message(row: ObjectRow) -> str:
         return f"Table '{name}' is not in idle state (current state {row.state}, run {row.current_run_id})"
     since = row.state_since.isoformat(sep=" ", timespec="seconds") if row.state_since else "?"
     owner = ":".join((row.lease_owner or "?").split(":")[:2])  # host:pid (the lease also holds a start time)
-    return (
-        f"MV '{name}' is being refreshed (state {row.state}, run {row.current_run_id}, "
-        f"owner {owner}, since {since})"
-    )
+    return f"MV '{name}' is being refreshed (state {row.state}, run {row.current_run_id}, owner {owner}, since {since})"
 
 
 class ObjectStore:
@@ -131,9 +128,7 @@ class ObjectStore:
 
     # -- compare-and-set transitions ------------------------------------------------------
     @staticmethod
-    def begin_refresh(
-        session: Session, row: ObjectRow, run_id: int, owner: str, lease_seconds: float
-    ) -> None:
+    def begin_refresh(session: Session, row: ObjectRow, run_id: int, owner: str, lease_seconds: float) -> None:
         """CAS ``IDLE -> REFRESHING`` and take the lease for ``run_id``.
 
         Raises:
@@ -194,9 +189,7 @@ class ObjectStore:
             .execution_options(synchronize_session=False)
         )
         if result.rowcount != 1:  # type: ignore[attr-defined]
-            raise LeaseLostError(
-                f"run {run_id} lost its lease on object {object_id} (expected state {expected})"
-            )
+            raise LeaseLostError(f"run {run_id} lost its lease on object {object_id} (expected state {expected})")
 
     @staticmethod
     def renew_lease(session: Session, object_id: int, run_id: int, owner: str, lease_seconds: float) -> bool:

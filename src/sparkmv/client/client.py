@@ -284,7 +284,9 @@ class Client:
         df = table_dataframe(self.runtime, name, empty=True)
         parts = set()
         if row is not None:
-            parts = {c.lower() for c in (row.partition_columns or [])} | ({row.partition_by.lower()} if row.partition_by else set())
+            parts = {c.lower() for c in (row.partition_columns or [])} | (
+                {row.partition_by.lower()} if row.partition_by else set()
+            )
         data = [(f.name, f.dataType.simpleString(), f.name.lower() in parts) for f in df.schema.fields]
         return self.spark.createDataFrame(data, "column string, type string, is_partition boolean")
 

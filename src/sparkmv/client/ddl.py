@@ -169,7 +169,9 @@ def drop_object(rt: Runtime, stmt: DropObject) -> str:
             hint = "DROP MATERIALIZED VIEW" if is_mv else "DROP TABLE"
             raise ObjectNotFoundError(f"'{stmt.name}' is a {'materialized view' if is_mv else 'table'}; use {hint}")
         if row.state != RefreshState.IDLE:
-            raise BusyError(f"cannot drop '{stmt.name}': it is being refreshed (state {row.state}, run {row.current_run_id})")
+            raise BusyError(
+                f"cannot drop '{stmt.name}': it is being refreshed (state {row.state}, run {row.current_run_id})"
+            )
         rt.catalog.objects.delete(s, row)
         _mark_dependents_inactive(rt, s, stmt.name)
     if row.kind != ObjectKind.EXTERNAL_TABLE:
@@ -213,9 +215,7 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
             )
             return f"materialized view '{stmt.name}' now refreshes {stmt.refresh.text}"
         if stmt.resume_schedule:
-            rt.catalog.objects.set_fields(
-                s, row.id, suspended=False, consecutive_failures=0, refresh_state_reason=None
-            )
+            rt.catalog.objects.set_fields(s, row.id, suspended=False, consecutive_failures=0, refresh_state_reason=None)
             return f"schedule of '{stmt.name}' resumed"
         if stmt.active is False:
             rt.catalog.objects.set_fields(s, row.id, is_active=False, inactive_reason="set inactive by user")

@@ -36,34 +36,85 @@ def _schema(*cols: tuple[str, Any]) -> StructType:
 
 
 MATERIALIZED_VIEWS = _schema(
-    ("name", S), ("definition", S), ("partition_by", S), ("refresh_scheme", S), ("state", S),
-    ("is_active", B), ("inactive_reason", S), ("rows", L), ("partitions", L),
-    ("last_refresh_start", T), ("last_refresh_end", T), ("last_refresh_state", S),
-    ("last_refresh_error", S), ("last_refresh_duration", D), ("is_fresh", B),
-    ("stale_partitions", L), ("staleness_seconds", D), ("last_refresh_base_partitions", L),
-    ("last_refresh_mv_partitions", L), ("refresh_state_reason", S), ("current_run_id", L),
-)  # fmt: skip
+    ("name", S),
+    ("definition", S),
+    ("partition_by", S),
+    ("refresh_scheme", S),
+    ("state", S),
+    ("is_active", B),
+    ("inactive_reason", S),
+    ("rows", L),
+    ("partitions", L),
+    ("last_refresh_start", T),
+    ("last_refresh_end", T),
+    ("last_refresh_state", S),
+    ("last_refresh_error", S),
+    ("last_refresh_duration", D),
+    ("is_fresh", B),
+    ("stale_partitions", L),
+    ("staleness_seconds", D),
+    ("last_refresh_base_partitions", L),
+    ("last_refresh_mv_partitions", L),
+    ("refresh_state_reason", S),
+    ("current_run_id", L),
+)
 TASK_RUNS = _schema(
-    ("run_id", L), ("mv_name", S), ("trigger", S), ("mode", S), ("mode_reason", S), ("state", S),
-    ("created", T), ("started", T), ("finished", T), ("error", S), ("partitions_planned", L),
-    ("partitions_done", L), ("chunks_planned", L), ("chunks_done", L), ("rows_written", L),
-    ("progress", S), ("attempts", L), ("priority", L), ("publish", S),
-    ("rows_inserted", L), ("rows_updated", L), ("rows_deleted", L),
-)  # fmt: skip
-REFRESH_PROGRESS = _schema(
-    ("run_id", L), ("chunk_id", L), ("vnode", L), ("partitions", S), ("is_completed", B),
-    ("processed_rows", L), ("bytes_written", L), ("files_written", L), ("attempts", L),
-    ("duration_seconds", D), ("last_checkpoint", T),
-)  # fmt: skip
-REFRESH_TABLE_STATE = _schema(
-    ("table_name", S), ("current_status", S), ("last_trigger_time", T), ("last_success_time", T),
-    ("trigger_interval_secs", L), ("last_run_id", L), ("rows_inserted", L), ("rows_updated", L),
+    ("run_id", L),
+    ("mv_name", S),
+    ("trigger", S),
+    ("mode", S),
+    ("mode_reason", S),
+    ("state", S),
+    ("created", T),
+    ("started", T),
+    ("finished", T),
+    ("error", S),
+    ("partitions_planned", L),
+    ("partitions_done", L),
+    ("chunks_planned", L),
+    ("chunks_done", L),
+    ("rows_written", L),
+    ("progress", S),
+    ("attempts", L),
+    ("priority", L),
+    ("publish", S),
+    ("rows_inserted", L),
+    ("rows_updated", L),
     ("rows_deleted", L),
-)  # fmt: skip
+)
+REFRESH_PROGRESS = _schema(
+    ("run_id", L),
+    ("chunk_id", L),
+    ("vnode", L),
+    ("partitions", S),
+    ("is_completed", B),
+    ("processed_rows", L),
+    ("bytes_written", L),
+    ("files_written", L),
+    ("attempts", L),
+    ("duration_seconds", D),
+    ("last_checkpoint", T),
+)
+REFRESH_TABLE_STATE = _schema(
+    ("table_name", S),
+    ("current_status", S),
+    ("last_trigger_time", T),
+    ("last_success_time", T),
+    ("trigger_interval_secs", L),
+    ("last_run_id", L),
+    ("rows_inserted", L),
+    ("rows_updated", L),
+    ("rows_deleted", L),
+)
 TASKS = _schema(
-    ("mv_name", S), ("schedule", S), ("next_fire_time", T), ("last_fire_time", T),
-    ("suspended", B), ("consecutive_failures", L), ("pending_requests", L),
-)  # fmt: skip
+    ("mv_name", S),
+    ("schedule", S),
+    ("next_fire_time", T),
+    ("last_fire_time", T),
+    ("suspended", B),
+    ("consecutive_failures", L),
+    ("pending_requests", L),
+)
 
 
 def _progress_text(run: Any) -> str:
@@ -82,11 +133,29 @@ def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
         runs = rt.catalog.runs.list(s)
     return [
         (
-            r.run_id, r.object_name, r.trigger, r.mode, r.mode_reason, r.state, r.created, r.started,
-            r.finished, r.error, r.partitions_planned, r.partitions_done, r.chunks_planned, r.chunks_done,
-            r.rows_written, _progress_text(r), r.attempts, r.priority, r.publish,
-            r.rows_inserted, r.rows_updated, r.rows_deleted,
-        )  # fmt: skip
+            r.run_id,
+            r.object_name,
+            r.trigger,
+            r.mode,
+            r.mode_reason,
+            r.state,
+            r.created,
+            r.started,
+            r.finished,
+            r.error,
+            r.partitions_planned,
+            r.partitions_done,
+            r.chunks_planned,
+            r.chunks_done,
+            r.rows_written,
+            _progress_text(r),
+            r.attempts,
+            r.priority,
+            r.publish,
+            r.rows_inserted,
+            r.rows_updated,
+            r.rows_deleted,
+        )
         for r in runs
     ]
 
@@ -102,10 +171,18 @@ def refresh_progress_rows(rt: Runtime) -> list[tuple[Any, ...]]:
                 vnode = int(parts[0]) if len(parts) == 1 and isinstance(parts[0], int) else None
                 out.append(
                     (
-                        c.run_id, c.chunk_id, vnode, ",".join("NULL" if p is None else str(p) for p in parts),
-                        c.is_completed, c.processed_rows, c.bytes_written, c.files_written, c.attempts,
-                        c.duration_seconds, c.last_checkpoint,
-                    )  # fmt: skip
+                        c.run_id,
+                        c.chunk_id,
+                        vnode,
+                        ",".join("NULL" if p is None else str(p) for p in parts),
+                        c.is_completed,
+                        c.processed_rows,
+                        c.bytes_written,
+                        c.files_written,
+                        c.attempts,
+                        c.duration_seconds,
+                        c.last_checkpoint,
+                    )
                 )
     return out
 
@@ -119,11 +196,16 @@ def _refreshable_rows(rt: Runtime) -> list[tuple[Any, ...]]:
             interval = (t.options or {}).get("refresh_interval_sec")
             out.append(
                 (
-                    ObjectName(t.namespace, t.name).display, t.state, t.last_trigger_time, t.last_success_time,
-                    int(interval) if interval else None, t.last_run_id,
-                    last.rows_inserted if last else 0, last.rows_updated if last else 0,
+                    ObjectName(t.namespace, t.name).display,
+                    t.state,
+                    t.last_trigger_time,
+                    t.last_success_time,
+                    int(interval) if interval else None,
+                    t.last_run_id,
+                    last.rows_inserted if last else 0,
+                    last.rows_updated if last else 0,
                     last.rows_deleted if last else 0,
-                )  # fmt: skip
+                )
             )
     return out
 
@@ -138,9 +220,14 @@ def _tasks_rows(rt: Runtime) -> list[tuple[Any, ...]]:
             pending = sum(1 for run in rt.catalog.runs.list(s, r.id, limit=50) if run.state == RunState.PENDING)
             out.append(
                 (
-                    ObjectName(r.namespace, r.name).display, r.refresh_scheme, r.next_fire_time,
-                    r.last_fire_time, r.suspended, r.consecutive_failures, pending,
-                )  # fmt: skip
+                    ObjectName(r.namespace, r.name).display,
+                    r.refresh_scheme,
+                    r.next_fire_time,
+                    r.last_fire_time,
+                    r.suspended,
+                    r.consecutive_failures,
+                    pending,
+                )
             )
     return out
 

@@ -51,7 +51,16 @@ def generate_raw(raw: Path, scale_factor: float) -> None:
         return
     raw.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [_tpchgen(), "parquet", "-s", str(scale_factor), "--tables", "lineitem,orders,customer", "--output-dir", str(raw)],
+        [
+            _tpchgen(),
+            "parquet",
+            "-s",
+            str(scale_factor),
+            "--tables",
+            "lineitem,orders,customer",
+            "--output-dir",
+            str(raw),
+        ],
         check=True,
         capture_output=True,
     )
@@ -124,7 +133,11 @@ GROUP BY o.o_ordermonth, c.c_mktsegment
 """.strip()
 
 DEMO_MVS = {
-    "q1_pricing_summary": ("l_shipmonth", Q1_PRICING_SUMMARY, {"partition_refresh_strategy": "STRICT", "partition_refresh_number": "12"}),
+    "q1_pricing_summary": (
+        "l_shipmonth",
+        Q1_PRICING_SUMMARY,
+        {"partition_refresh_strategy": "STRICT", "partition_refresh_number": "12"},
+    ),
     "revenue_by_shipmode": ("l_shipmonth", REVENUE_BY_SHIPMODE, {}),
     "segment_revenue": ("o_ordermonth", SEGMENT_REVENUE, {}),
 }

@@ -82,7 +82,9 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
         ok = check_all(client, console) and ok
     finally:
         (target / "demo-append.parquet").unlink(missing_ok=True)
-    console.print(f"\ndemo finished in {time.monotonic() - t0:.1f} s: {'[green]OK[/green]' if ok else '[red]FAILED[/red]'}")
+    console.print(
+        f"\ndemo finished in {time.monotonic() - t0:.1f} s: {'[green]OK[/green]' if ok else '[red]FAILED[/red]'}"
+    )
     return ok
 
 

@@ -88,9 +88,18 @@ def pin_for_refresh(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> 
 
 
 _FOOTERS: dict[tuple[str, int, int], dict[str, str] | None] = {}
-_WIDENING = {("int", "bigint"), ("smallint", "int"), ("smallint", "bigint"), ("tinyint", "smallint"),
-             ("tinyint", "int"), ("tinyint", "bigint"), ("float", "double"), ("date", "timestamp"),
-             ("timestamp_ntz", "timestamp"), ("timestamp", "timestamp_ntz")}  # fmt: skip
+_WIDENING = {
+    ("int", "bigint"),
+    ("smallint", "int"),
+    ("smallint", "bigint"),
+    ("tinyint", "smallint"),
+    ("tinyint", "int"),
+    ("tinyint", "bigint"),
+    ("float", "double"),
+    ("date", "timestamp"),
+    ("timestamp_ntz", "timestamp"),
+    ("timestamp", "timestamp_ntz"),
+}
 
 
 def _file_types(path: str) -> dict[str, str] | None:

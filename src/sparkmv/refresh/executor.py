@@ -418,9 +418,7 @@ class RefreshExecutor:
         expected: RefreshState,
     ) -> None:
         """One transaction: version map, run result, state IDLE (CAS from ``expected``)."""
-        self.catalog.objects.transition(
-            s, mv.object_id, run_id, str(self.rt.owner), expected, RefreshState.IDLE, 0
-        )
+        self.catalog.objects.transition(s, mv.object_id, run_id, str(self.rt.owner), expected, RefreshState.IDLE, 0)
         upserts, removals, replace_all = _version_updates(plan, pinned, s, self.catalog, mv.object_id)
         self.catalog.versions.apply(s, mv.object_id, run_id, upserts, removals, replace_all)
         now = utcnow()
@@ -438,9 +436,7 @@ class RefreshExecutor:
         self.catalog.objects.set_fields(s, mv.object_id, **fields)
         self.catalog.control.clear(s, run_id)
 
-    def _abort(
-        self, run_id: int, mv: MvDefinition, state: RunState, error: str, ctx: RunContext | None = None
-    ) -> None:
+    def _abort(self, run_id: int, mv: MvDefinition, state: RunState, error: str, ctx: RunContext | None = None) -> None:
         """Back to IDLE with the MV untouched; the run ends as ``state`` with ``error``.
 
         Only while this process still holds the lease: a process whose lease was taken over
@@ -456,9 +452,7 @@ class RefreshExecutor:
                     s, mv.object_id, run_id, owner, RefreshState(row.state), RefreshState.IDLE, 0
                 )
                 self.catalog.runs.update(s, run_id, state=state, error=error, finished=utcnow())
-                self.catalog.objects.set_fields(
-                    s, mv.object_id, consecutive_failures=row.consecutive_failures + 1
-                )
+                self.catalog.objects.set_fields(s, mv.object_id, consecutive_failures=row.consecutive_failures + 1)
                 self.catalog.control.clear(s, run_id)
         if not holds:
             self._discard_own(run_id, ctx)
@@ -537,6 +531,7 @@ def _version_updates(
     plan: Plan, pinned: dict[str, PinnedTable], s: Any, catalog: Any, object_id: int
 ) -> tuple[list[VersionEntry], list[tuple[str, str]], bool]:
     """Version map changes of a successful run, from ``plan.consumed``."""
+
     def entry(table: str, path: str) -> VersionEntry:
         p = pinned[table].partitions[path]
         return VersionEntry(table, path, p.version, p.changed_at)

@@ -59,9 +59,7 @@ def validate(props: dict[str, str]) -> dict[str, str]:
         value = str(raw_value).strip()
         if key in _ENUMS:
             if value.upper() not in _ENUMS[key]:
-                raise InvalidPropertyError(
-                    f"property {key!r} must be one of {', '.join(_ENUMS[key])}, not {value!r}"
-                )
+                raise InvalidPropertyError(f"property {key!r} must be one of {', '.join(_ENUMS[key])}, not {value!r}")
             value = value.upper()
         elif key in _INTS:
             lo, hi = _INTS[key]

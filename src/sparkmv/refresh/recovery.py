@@ -61,14 +61,9 @@ def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
     """Remove staged attempt directories of finished runs of IDLE MVs that no snapshot of
     the MV references (never those of a live run)."""
     with rt.catalog.transaction() as s:
-        rows = [
-            r
-            for r in rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW)
-            if r.state == RefreshState.IDLE
-        ]
+        rows = [r for r in rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW) if r.state == RefreshState.IDLE]
         final = {
-            r.id: {run.run_id for run in rt.catalog.runs.list(s, r.id) if RunState(run.state).is_final}
-            for r in rows
+            r.id: {run.run_id for run in rt.catalog.runs.list(s, r.id) if RunState(run.state).is_final} for r in rows
         }
     outcomes: list[RecoveryOutcome] = []
     for row in rows:
@@ -124,9 +119,7 @@ def recover_object(rt: Runtime, row: ObjectRow) -> RecoveryOutcome:
         if not rt.catalog.objects.take_over(s, row, str(rt.owner), props.lease_timeout_seconds):
             return RecoveryOutcome(name, run_id, "lost-race")
         if run_id is None:
-            rt.catalog.objects.transition(
-                s, row.id, 0, str(rt.owner), RefreshState(row.state), RefreshState.IDLE, 0
-            )
+            rt.catalog.objects.transition(s, row.id, 0, str(rt.owner), RefreshState(row.state), RefreshState.IDLE, 0)
             return RecoveryOutcome(name, None, "abandoned")
         run = rt.catalog.runs.get(s, run_id)
         attempts = run.attempts + 1

@@ -124,15 +124,28 @@ def enqueue_run(
                 new_opts = {k: v for k, v in (target.request_options or {}).items() if k != NOT_BEFORE}
                 RunStore.update(session, target.run_id, request_options=new_opts)
             merged = RunStore.create(
-                session, row.id, display_name(row), trigger, RunState.MERGED, finished=utcnow(),
-                mode_reason=f"merged into pending run {target.run_id}", request_options=opts, priority=priority,
-            )  # fmt: skip
+                session,
+                row.id,
+                display_name(row),
+                trigger,
+                RunState.MERGED,
+                finished=utcnow(),
+                mode_reason=f"merged into pending run {target.run_id}",
+                request_options=opts,
+                priority=priority,
+            )
             return merged, True
         return target, True
     run = RunStore.create(
-        session, row.id, display_name(row), trigger, RunState.PENDING,
-        request_options=opts, priority=priority, mode_reason=reason,
-    )  # fmt: skip
+        session,
+        row.id,
+        display_name(row),
+        trigger,
+        RunState.PENDING,
+        request_options=opts,
+        priority=priority,
+        mode_reason=reason,
+    )
     return run, False
 
 

@@ -349,9 +349,13 @@ class Scheduler:
         if self.metrics is not None:
             self.metrics.observe_run(result)
         log.info(
-            "%s: run %s %s%s%s", display, result.run_id, result.state,
-            f" ({result.mode}: {result.reason})" if result.mode else "", f": {result.error}" if result.error else "",
-        )  # fmt: skip
+            "%s: run %s %s%s%s",
+            display,
+            result.run_id,
+            result.state,
+            f" ({result.mode}: {result.reason})" if result.mode else "",
+            f": {result.error}" if result.error else "",
+        )
         if result.state == RunState.FAILED:
             self._after_failure(row, run.run_id, run.trigger, dict(run.request_options or {}), result, props)
         elif result.state == RunState.CANCELLED and run.run_id in self._cancelled_for_stop:
@@ -415,9 +419,14 @@ class Scheduler:
                 # On-change MV: the upstream refresh it would have followed did not happen.
                 claims.lock_object(s, row.id)
                 run = self.rt.catalog.runs.create(
-                    s, row.id, display, Trigger.ON_BASE_TABLE_CHANGE, RunState.UPSTREAM_FAILED,
-                    finished=utcnow(), error=error,
-                )  # fmt: skip
+                    s,
+                    row.id,
+                    display,
+                    Trigger.ON_BASE_TABLE_CHANGE,
+                    RunState.UPSTREAM_FAILED,
+                    finished=utcnow(),
+                    error=error,
+                )
                 marked.append(run.run_id)
         if not marked:
             return NodeResult(name, "IDLE", detail=error)
@@ -483,8 +492,11 @@ class Scheduler:
         for row in expired:
             log.warning(
                 "%s: lease of run %s held by %s expired at %s; taking over",
-                ObjectName(row.namespace, row.name).display, row.current_run_id, row.lease_owner, row.lease_expires,
-            )  # fmt: skip
+                ObjectName(row.namespace, row.name).display,
+                row.current_run_id,
+                row.lease_owner,
+                row.lease_expires,
+            )
         with self._running_lock:
             self._running.update({r.current_run_id: r.id for r in expired if r.current_run_id is not None})
         try:
@@ -551,8 +563,10 @@ class Scheduler:
         """Tick every ``poll_seconds`` until a stop is requested (or once)."""
         log.info(
             "scheduler %s started (max %d concurrent, poll %.1f s)",
-            self.rt.owner, self.config.max_concurrent, self.config.poll_seconds,
-        )  # fmt: skip
+            self.rt.owner,
+            self.config.max_concurrent,
+            self.config.poll_seconds,
+        )
         planned = time.monotonic()
         while not self.stopping:
             lag = max(0.0, time.monotonic() - planned)

@@ -98,9 +98,7 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
     Partition columns come from the Hive directory names with the stored schema's types.
     """
     schema = schema_from_json(pinned.schema_json)
-    files = [
-        f for key, p in pinned.partitions.items() if partitions is None or key in partitions for f in p.files
-    ]
+    files = [f for key, p in pinned.partitions.items() if partitions is None or key in partitions for f in p.files]
     if not files:
         return spark.createDataFrame([], schema)
     return spark.read.schema(schema).option("basePath", pinned.location or "").parquet(*files)

@@ -85,9 +85,7 @@ def _check_columns(stmt: CreateRefreshableTable) -> None:
             raise AnalysisError(f"Table '{name}': column name '{col.name}' is reserved for the changelog")
         seen.add(col.name)
     if not stmt.primary_key:
-        raise AnalysisError(
-            f"Table '{name}' has no primary key: a refreshable table needs PRIMARY KEY (column, ...)"
-        )
+        raise AnalysisError(f"Table '{name}' has no primary key: a refreshable table needs PRIMARY KEY (column, ...)")
     if len(set(stmt.primary_key)) != len(stmt.primary_key):
         raise AnalysisError(f"Table '{name}': a column appears twice in the primary key")
     for key in stmt.primary_key:
@@ -134,12 +132,14 @@ def create_refreshable_table(rt: Runtime, stmt: CreateRefreshableTable) -> str:
     tdef = TableDef(
         0,
         name,
-        [Column(c.name, f.dataType.simpleString(), c.not_null or c.name in stmt.primary_key)
-         for c, f in zip(stmt.columns, schema.fields, strict=True)],
+        [
+            Column(c.name, f.dataType.simpleString(), c.not_null or c.name in stmt.primary_key)
+            for c, f in zip(stmt.columns, schema.fields, strict=True)
+        ],
         list(stmt.primary_key),
         stmt.on_conflict.upper(),
         options,
-    )  # fmt: skip
+    )
     rt.iceberg.create_table(name, table_schema(schema), VNODE_COLUMN)
     try:
         rt.iceberg.create_table(log_name, changelog_schema(schema), None)

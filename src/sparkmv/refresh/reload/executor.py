@@ -84,9 +84,14 @@ class _Run:
         self.lease = int(tdef.options.get("lease_timeout_seconds", 60))
         self.job_group = f"sparkmv-reload-{run_id}"
         self.monitor = RunMonitor(
-            self.catalog, tdef.object_id, run_id, self.owner,
-            int(tdef.options.get("lease_renew_seconds", 10)), self.lease, on_stop=self._cancel_jobs,
-        )  # fmt: skip
+            self.catalog,
+            tdef.object_id,
+            run_id,
+            self.owner,
+            int(tdef.options.get("lease_renew_seconds", 10)),
+            self.lease,
+            on_stop=self._cancel_jobs,
+        )
         self._staging: Path | None = None
 
     # -- paths ---------------------------------------------------------------------------------
@@ -160,11 +165,16 @@ class _Run:
         n = self.tdef.vnode_count
         with self.catalog.transaction() as s:
             self.catalog.runs.update(
-                s, self.run_id, plan=plan, mode="FULL_RELOAD",
-                mode_reason=f"reload of {len(listing)} source file(s)" if self.tdef.options["connector"] == "files"
+                s,
+                self.run_id,
+                plan=plan,
+                mode="FULL_RELOAD",
+                mode_reason=f"reload of {len(listing)} source file(s)"
+                if self.tdef.options["connector"] == "files"
                 else "reload of the JDBC query",
-                partitions_planned=n, chunks_planned=n,
-            )  # fmt: skip
+                partitions_planned=n,
+                chunks_planned=n,
+            )
             if not self.catalog.runs.chunks(s, self.run_id):
                 self.catalog.runs.add_chunks(s, self.run_id, [[v] for v in range(n)])
         return plan
@@ -187,8 +197,13 @@ class _Run:
         with self.catalog.transaction() as s:
             self._check_lease(s, "recording the staged source")
             self.catalog.runs.update(s, self.run_id, plan=plan)
-        log.info("run %s: staged %d source rows in %d vnodes (%.1f s)", self.run_id, staged.rows, len(staged.vnodes),
-                 time.monotonic() - load_started)  # fmt: skip
+        log.info(
+            "run %s: staged %d source rows in %d vnodes (%.1f s)",
+            self.run_id,
+            staged.rows,
+            len(staged.vnodes),
+            time.monotonic() - load_started,
+        )
         return plan
 
     def _merge(self, plan: dict[str, Any]) -> None:
@@ -224,11 +239,16 @@ class _Run:
             directory = self.staging / f"merge-v{batch[0]}-a{attempt}"
             with self._job_group(f"merge vnodes {batch[0]}..{batch[-1]}"):
                 result = merge_batch(
-                    self.rt.spark, self.tdef, self.run_id, batch,
+                    self.rt.spark,
+                    self.tdef,
+                    self.run_id,
+                    batch,
                     [f for v in batch for f in staged.vnodes.get(v, ([], 0))[0]],
                     [f for v in batch for f in table_files.get(str(v), [])],
-                    directory, staged.vnodes, self.changelog_staging / directory.name,
-                )  # fmt: skip
+                    directory,
+                    staged.vnodes,
+                    self.changelog_staging / directory.name,
+                )
             self.rt.faults.hit("during_merge", ordinal)
             records: dict[int, tuple[list[str], int, int, dict[str, Any]]] = {}
             for i, v in enumerate(batch):
@@ -244,9 +264,15 @@ class _Run:
             self._check_lease(s, f"recording vnodes {sorted(records)}")
             for v, (files, rows, size, position) in sorted(records.items()):
                 self.catalog.runs.complete_chunk(
-                    s, self.run_id, v, files=files, processed_rows=rows, bytes_written=size,
-                    duration_seconds=duration, position=json.dumps(position),
-                )  # fmt: skip
+                    s,
+                    self.run_id,
+                    v,
+                    files=files,
+                    processed_rows=rows,
+                    bytes_written=size,
+                    duration_seconds=duration,
+                    position=json.dumps(position),
+                )
             chunks = self.catalog.runs.chunks(s, self.run_id)
             done = [c for c in chunks if c.is_completed]
             self.catalog.runs.update(s, self.run_id, partitions_done=len(done))
@@ -285,9 +311,14 @@ class _Run:
         self._check_control()
         with self.catalog.transaction() as s:
             self.catalog.objects.transition(
-                s, self.tdef.object_id, self.run_id, self.owner, RefreshState.REFRESHING, RefreshState.FINISHING,
+                s,
+                self.tdef.object_id,
+                self.run_id,
+                self.owner,
+                RefreshState.REFRESHING,
+                RefreshState.FINISHING,
                 self.lease,
-            )  # fmt: skip
+            )
             self.catalog.runs.update(s, self.run_id, state=RunState.FINISHING)
 
     def _publish_and_finish(self, plan: dict[str, Any]) -> None:
@@ -306,9 +337,12 @@ class _Run:
             snapshot_id = store.snapshot_of_run(table, self.run_id)
             if snapshot_id is None:
                 snapshot_id = store.publish(
-                    self.tdef.name, self.run_id, table_files, [str(v) for v in changed],
+                    self.tdef.name,
+                    self.run_id,
+                    table_files,
+                    [str(v) for v in changed],
                     expected_snapshot_id=plan.get("table_snapshot"),
-                )  # fmt: skip
+                )
         if log_files:
             _append_changelog(store, changelog_name(self.tdef.name), self.run_id, log_files)
         self.rt.faults.hit("after_publish")
@@ -319,10 +353,17 @@ class _Run:
             )
             now = utcnow()
             self.catalog.runs.update(
-                s, self.run_id, state=RunState.SUCCESS, finished=now, snapshot_id=snapshot_id,
-                rows_inserted=counts["I"], rows_updated=counts["U"], rows_deleted=counts["D"],
-                partitions_done=len(chunks), mode_reason=_reason(counts, len(changed)),
-            )  # fmt: skip
+                s,
+                self.run_id,
+                state=RunState.SUCCESS,
+                finished=now,
+                snapshot_id=snapshot_id,
+                rows_inserted=counts["I"],
+                rows_updated=counts["U"],
+                rows_deleted=counts["D"],
+                partitions_done=len(chunks),
+                mode_reason=_reason(counts, len(changed)),
+            )
             self.catalog.objects.set_fields(
                 s, self.tdef.object_id, last_success_time=now, last_success_run_id=self.run_id, consecutive_failures=0
             )
@@ -338,7 +379,6 @@ class _Run:
                 _prune(root, keep)
 
     def _abort(self, state: RunState, error: str) -> None:
-
         """Back to IDLE with the table unchanged; the run ends as ``state``.
 
         Raises:
@@ -436,9 +476,16 @@ def reload_table(
         if not tdef.refreshable:
             raise RefreshError(not_refreshable_message(name))
         run = rt.catalog.runs.create(
-            s, row.id, name.display, trigger, RunState.RUNNING, started=utcnow(), attempts=1,
-            owner=str(rt.owner), mode="FULL_RELOAD",
-        )  # fmt: skip
+            s,
+            row.id,
+            name.display,
+            trigger,
+            RunState.RUNNING,
+            started=utcnow(),
+            attempts=1,
+            owner=str(rt.owner),
+            mode="FULL_RELOAD",
+        )
         rt.catalog.objects.begin_refresh(s, row, run.run_id, str(rt.owner), int(tdef.options["lease_timeout_seconds"]))
         run_id = run.run_id
     return _Run(rt, tdef, run_id, progress).execute(resume=False)

@@ -60,15 +60,18 @@ def _schema(spark: SparkSession, tdef: TableDef) -> StructType:
     from pyspark.sql.types import _parse_datatype_string
 
     return StructType(
-        [*[StructField(c.name, _parse_datatype_string(c.type), True) for c in tdef.columns],
-         StructField(VNODE_COLUMN, IntegerType(), True)]
-    )  # fmt: skip
+        [
+            *[StructField(c.name, _parse_datatype_string(c.type), True) for c in tdef.columns],
+            StructField(VNODE_COLUMN, IntegerType(), True),
+        ]
+    )
 
 
 def _read(spark: SparkSession, files: list[str], schema: StructType, prefix: str) -> DataFrame:
     df = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
-    return df.select(*[F.col(f"`{f.name}`").alias(prefix + f.name) for f in schema.fields],
-                     F.lit(True).alias(prefix + "present"))  # fmt: skip
+    return df.select(
+        *[F.col(f"`{f.name}`").alias(prefix + f.name) for f in schema.fields], F.lit(True).alias(prefix + "present")
+    )
 
 
 def merge_batch(
@@ -144,11 +147,14 @@ def merge_batch(
             return BatchResult(results, [], 0)
         log = merged.where(F.col("op").isNotNull()).select(
             F.col("op"),
-            *[F.col(f"`{c.name}`") if c.name in tdef.primary_key
-              else F.when(F.col("op") == "D", F.lit(None)).otherwise(F.col(f"`{c.name}`")).alias(c.name)
-              for c in tdef.columns],
+            *[
+                F.col(f"`{c.name}`")
+                if c.name in tdef.primary_key
+                else F.when(F.col("op") == "D", F.lit(None)).otherwise(F.col(f"`{c.name}`")).alias(c.name)
+                for c in tdef.columns
+            ],
             F.lit(run_id).cast("long").alias("run_id"),
-        )  # fmt: skip
+        )
         log_out = write_staged(log, changelog_dir / CHANGELOG_LEAF, None, max_files=2)
         table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
             *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
@@ -203,8 +209,11 @@ def _merge_overwrite(
     pk = tdef.primary_key
 
     def narrow(df: DataFrame, prefix: str) -> DataFrame:
-        return df.select(*[F.col(f"`{k}`").alias(prefix + k) for k in pk], F.col(VNODE_COLUMN).alias(prefix + "vn"),
-                         *_row_hashes(df, values, prefix))  # fmt: skip
+        return df.select(
+            *[F.col(f"`{k}`").alias(prefix + k) for k in pk],
+            F.col(VNODE_COLUMN).alias(prefix + "vn"),
+            *_row_hashes(df, values, prefix),
+        )
 
     ns, nt = narrow(s, "s__"), narrow(t, "t__")
     cond = reduce(lambda a, b: a & b, [F.col(f"s__{k}") == F.col(f"t__{k}") for k in pk])
@@ -212,11 +221,15 @@ def _merge_overwrite(
     in_s, in_t = F.col("s__vn").isNotNull(), F.col("t__vn").isNotNull()
     differs = (F.col("s__h1") != F.col("t__h1")) | (F.col("s__h2") != F.col("t__h2"))
     op = F.when(~in_t, "I").when(~in_s, "D").when(differs, "U")
-    changes = j.select(
-        *[F.coalesce(F.col(f"s__{k}"), F.col(f"t__{k}")).alias(k) for k in pk],
-        F.coalesce(F.col("s__vn"), F.col("t__vn")).alias(VNODE_COLUMN),
-        op.alias("op"),
-    ).where(F.col("op").isNotNull()).persist(StorageLevel.MEMORY_AND_DISK)
+    changes = (
+        j.select(
+            *[F.coalesce(F.col(f"s__{k}"), F.col(f"t__{k}")).alias(k) for k in pk],
+            F.coalesce(F.col("s__vn"), F.col("t__vn")).alias(VNODE_COLUMN),
+            op.alias("op"),
+        )
+        .where(F.col("op").isNotNull())
+        .persist(StorageLevel.MEMORY_AND_DISK)
+    )
     try:
         results = {v: VnodeResult(rows=staged_by_vnode.get(v, ([], 0))[1]) for v in vnodes}
         for row in changes.groupBy(VNODE_COLUMN, "op").count().collect():

@@ -33,8 +33,15 @@ FORMATS = ("csv", "parquet", "json")
 CONNECTORS = ("files", "jdbc")
 REFRESH_MODES = ("FULL_RELOAD",)
 
-_COMMON = {"connector", "refresh_mode", "refresh_interval_sec", "vnode_count", "merge_batch_rows",
-           "lease_timeout_seconds", "lease_renew_seconds"}  # fmt: skip
+_COMMON = {
+    "connector",
+    "refresh_mode",
+    "refresh_interval_sec",
+    "vnode_count",
+    "merge_batch_rows",
+    "lease_timeout_seconds",
+    "lease_renew_seconds",
+}
 _FILES = {"path", "format", "match_pattern", "csv.header", "csv.delimiter"}
 _JDBC = {"url", "query", "user", "password", "driver"}
 
@@ -55,9 +62,7 @@ def changelog_name(name: ObjectName) -> ObjectName:
 def _positive_int(table: str, key: str, value: str, low: int, high: int) -> int:
     text = value.strip()
     if not text.lstrip("+").isdigit() or not (low <= int(text) <= high):
-        raise InvalidPropertyError(
-            f"Table '{table}': {key} must be an integer between {low} and {high}, got '{value}'"
-        )
+        raise InvalidPropertyError(f"Table '{table}': {key} must be an integer between {low} and {high}, got '{value}'")
     return int(text)
 
 
@@ -135,8 +140,13 @@ def parse_with_options(table: str, raw: dict[str, str]) -> dict[str, Any]:
         url = opts["url"].strip()
         if not url.startswith("jdbc:"):
             raise InvalidPropertyError(f"Table '{table}': url must be a JDBC URL (jdbc:...), got '{url}'")
-        out.update(url=url, query=opts["query"], user=opts.get("user"), password=opts.get("password"),
-                   driver=opts.get("driver"))  # fmt: skip
+        out.update(
+            url=url,
+            query=opts["query"],
+            user=opts.get("user"),
+            password=opts.get("password"),
+            driver=opts.get("driver"),
+        )
     return out
 
 

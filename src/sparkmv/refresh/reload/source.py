@@ -65,14 +65,18 @@ class StagedLoad:
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form."""
-        return {"directory": self.directory, "rows": self.rows,
-                "vnodes": {str(k): [f, r] for k, (f, r) in self.vnodes.items()}}  # fmt: skip
+        return {
+            "directory": self.directory,
+            "rows": self.rows,
+            "vnodes": {str(k): [f, r] for k, (f, r) in self.vnodes.items()},
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> StagedLoad:
         """Inverse of :meth:`to_json`."""
-        return cls(data["directory"], {int(k): (list(v[0]), int(v[1])) for k, v in data["vnodes"].items()},
-                   int(data["rows"]))  # fmt: skip
+        return cls(
+            data["directory"], {int(k): (list(v[0]), int(v[1])) for k, v in data["vnodes"].items()}, int(data["rows"])
+        )
 
 
 def list_source(tdef: TableDef) -> list[SourceFile]:
@@ -155,8 +159,12 @@ def _read_files(spark: SparkSession, tdef: TableDef, files: list[SourceFile]) ->
         F.col("_metadata.file_block_start").alias("b"),
         F.monotonically_increasing_id().alias("r"),
     )
-    return raw.select(*[F.col(f"`{c.name}`") for c in tdef.columns], F.col(CORRUPT),
-                      F.col("_metadata.file_name").alias("__smv_file"), order.alias(_ORDER))  # fmt: skip
+    return raw.select(
+        *[F.col(f"`{c.name}`") for c in tdef.columns],
+        F.col(CORRUPT),
+        F.col("_metadata.file_name").alias("__smv_file"),
+        order.alias(_ORDER),
+    )
 
 
 def _check_parquet_columns(tdef: TableDef, root: Path, files: list[SourceFile]) -> None:
@@ -201,8 +209,12 @@ def _read_jdbc(spark: SparkSession, tdef: TableDef) -> DataFrame:
         raw = _read_postgres_psycopg(spark, url, opts)
     checked = _cast_checked(tdef, raw, keep_metadata=False)
     order = F.struct(F.lit(0).alias("f"), F.lit(0).cast("long").alias("b"), F.monotonically_increasing_id().alias("r"))
-    return checked.select(*[F.col(f"`{c.name}`") for c in tdef.columns], F.col(CORRUPT),
-                          F.lit("query").alias("__smv_file"), order.alias(_ORDER))  # fmt: skip
+    return checked.select(
+        *[F.col(f"`{c.name}`") for c in tdef.columns],
+        F.col(CORRUPT),
+        F.lit("query").alias("__smv_file"),
+        order.alias(_ORDER),
+    )
 
 
 def _cast_checked(tdef: TableDef, raw: DataFrame, keep_metadata: bool) -> DataFrame:
@@ -216,8 +228,12 @@ def _cast_checked(tdef: TableDef, raw: DataFrame, keep_metadata: bool) -> DataFr
             raise SourceError(f"Table '{tdef.name}': the source has no column '{field.name}'")
         src = F.col(f"`{by_name[field.name]}`")
         cols.append(src.try_cast(field.dataType).alias(field.name))
-        checks.append(F.when(src.isNotNull() & src.try_cast(field.dataType).isNull(),
-                             F.concat(F.lit(f"{field.name}="), src.cast("string"))))  # fmt: skip
+        checks.append(
+            F.when(
+                src.isNotNull() & src.try_cast(field.dataType).isNull(),
+                F.concat(F.lit(f"{field.name}="), src.cast("string")),
+            )
+        )
     corrupt = F.coalesce(*checks) if checks else F.lit(None).cast(StringType())
     extra = [F.col("_metadata")] if keep_metadata else []
     return raw.select(*cols, corrupt.alias(CORRUPT), *extra)
@@ -254,14 +270,16 @@ def source_dataframe(spark: SparkSession, tdef: TableDef, files: list[SourceFile
     """
     if tdef.options["connector"] == "files":
         if not files:
-            return spark.createDataFrame([], StructType([*_declared(tdef).fields,
-                                                         StructField(VNODE_COLUMN, _int(), True)]))  # fmt: skip
+            return spark.createDataFrame(
+                [], StructType([*_declared(tdef).fields, StructField(VNODE_COLUMN, _int(), True)])
+            )
         _check_unchanged(tdef, files)
         df = _read_files(spark, tdef, files)
     else:
         df = _read_jdbc(spark, tdef)
-    problem = F.when(F.col(CORRUPT).isNotNull(),
-                     F.concat(F.lit(f"{MARK}|parse|"), F.col("__smv_file"), F.lit("|"), F.col(CORRUPT)))  # fmt: skip
+    problem = F.when(
+        F.col(CORRUPT).isNotNull(), F.concat(F.lit(f"{MARK}|parse|"), F.col("__smv_file"), F.lit("|"), F.col(CORRUPT))
+    )
     for c in tdef.columns:
         if c.not_null:
             kind = "nullkey" if c.name in tdef.primary_key else "notnull"
@@ -286,8 +304,13 @@ def source_dataframe(spark: SparkSession, tdef: TableDef, files: list[SourceFile
         pick = F.max_by if tdef.on_conflict == "OVERWRITE" else F.min_by
         packed = F.struct(*[F.col(f"`{v}`") for v in values])
         agg = clustered.groupBy(*[F.col(f"`{k}`") for k in keys]).agg(pick(packed, F.col(_ORDER)).alias("__smv_v"))
-        out = agg.select(*[F.col(f"`{k}`") if k in tdef.primary_key else F.col(f"__smv_v.`{k}`").alias(k)
-                           for k in [c.name for c in tdef.columns]], F.col(VNODE_COLUMN))  # fmt: skip
+        out = agg.select(
+            *[
+                F.col(f"`{k}`") if k in tdef.primary_key else F.col(f"__smv_v.`{k}`").alias(k)
+                for k in [c.name for c in tdef.columns]
+            ],
+            F.col(VNODE_COLUMN),
+        )
     else:
         out = clustered.select(*[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)).dropDuplicates(keys)
     return out
