@@ -67,6 +67,24 @@ class RunMonitor:
         pauses = [c for c in commands if c in (ControlCommand.PAUSE, ControlCommand.RESUME)]
         self.paused = bool(pauses) and pauses[-1] == ControlCommand.PAUSE
 
+    def checkpoint(self) -> None:
+        """Between chunks: read commands, wait while paused, stop when cancelled or lost.
+
+        Raises:
+            RefreshCancelledError: when the run was cancelled.
+            LeaseLostError: when the lease is no longer ours.
+        """
+        from sparkmv.errors import LeaseLostError, RefreshCancelledError
+
+        self.check_commands()
+        while self.paused and not self.cancelled:
+            time.sleep(0.2)
+            self.check_commands()
+        if self.cancelled:
+            raise RefreshCancelledError(f"run {self.run_id} cancelled")
+        if self.lease_lost:
+            raise LeaseLostError(f"run {self.run_id} lost its lease")
+
     def renew(self) -> bool:
         """Renew the lease now; False (and ``lease_lost``) when it is no longer ours."""
         with self.catalog.transaction() as s:

@@ -284,14 +284,7 @@ class _Run:
             raise LeaseLostError(f"run {self.run_id} lost its lease before {what}")
 
     def _check_control(self) -> None:
-        self.monitor.check_commands()
-        while self.monitor.paused and not self.monitor.cancelled:
-            time.sleep(0.2)
-            self.monitor.check_commands()
-        if self.monitor.cancelled:
-            raise RefreshCancelledError(f"run {self.run_id} cancelled")
-        if self.monitor.lease_lost:
-            raise LeaseLostError(f"run {self.run_id} lost its lease")
+        self.monitor.checkpoint()
 
     def _job_group(self, what: str) -> Any:
         from contextlib import contextmanager
