@@ -214,7 +214,9 @@ def scheduler(
 def main() -> None:
     """Entry point of the ``sparkmv`` script."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)
+        if isinstance(code, int) and code != 0:
+            sys.exit(code)  # typer.Exit(n) inside a command, returned in this mode
     except SparkMvError as exc:
         if state.debug:
             # The plain traceback: rich's highlighted one takes seconds on sqlglot's large frames.

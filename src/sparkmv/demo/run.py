@@ -72,10 +72,10 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
     pq.write_table(sample, target / "demo-append.parquet")
     console.print(f"\nan outside writer appended {sample.num_rows} rows to lineitem partition l_shipmonth={month}")
     try:
-        for name in ("q1_pricing_summary", "revenue_by_shipmode"):
+        for name in DEMO_MVS:
             run = client.refresh(name)
             console.print(
-                f"refresh {name}: {run.state} {run.mode}, {run.partitions_done} partition(s), "
+                f"refresh {name}: {run.state} {run.mode} ({run.reason}), {run.partitions_done} partition(s), "
                 f"{run.duration_seconds or 0:.1f} s"
             )
         _show_status(client, console)
