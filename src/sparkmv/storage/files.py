@@ -43,8 +43,9 @@ def write_staged(
 ) -> StagedOutput:
     """Write ``df`` as Parquet under ``directory`` (replacing anything there).
 
-    With a partition column the rows are grouped per partition (one file per partition
-    and Spark task); at most ``max_files`` tasks write, so small chunks give few files.
+    With a partition column the rows are hash-partitioned by it (without a fixed count,
+    so adaptive execution coalesces small outputs into few tasks: one file per partition
+    value and task). ``max_files`` caps the tasks of an unpartitioned write.
     ``single_partition`` (the chunk holds one MV partition) writes one file without the
     extra shuffle: the fixed cost of a small PCT refresh is mostly Spark stages.
     """
@@ -57,7 +58,7 @@ def write_staged(
         if single_partition:
             writer_df = out.coalesce(1)
         else:
-            writer_df = out.repartition(max_files, F.col(PARTITION_COPY))
+            writer_df = out.repartition(F.col(PARTITION_COPY))
         writer_df.write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(str(directory))
     else:
         writer_df = out.coalesce(max_files)
