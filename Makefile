@@ -30,7 +30,9 @@ format: install
 	$(BIN)/ruff check --fix src tests bench
 
 bench: install
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python bench/bench_pct.py
+	$(BIN)/python bench/bench_resume.py --repeat 2 --write
+	$(BIN)/python bench/bench_reload.py --append-results
 
 clean:
 	rm -rf $(VENV) .sparkmv .sparkmv-demo .pytest_cache .mypy_cache .ruff_cache

@@ -239,7 +239,9 @@ class RefreshExecutor:
                 self._finish_catalog(s, run_id, mv, plan, pinned, RunState.SKIPPED, None, RefreshState.REFRESHING)
                 return None
             self.catalog.runs.add_chunks(s, run_id, [c.partitions for c in plan.chunks])  # type: ignore[misc]
-        return self._context(run_id, mv, plan, pinned, monitor, mv_snapshot)
+        ctx = self._context(run_id, mv, plan, pinned, monitor, mv_snapshot)
+        ctx.lineage = lineage
+        return ctx
 
     def _load_plan(self, run_id: int, mv: MvDefinition, monitor: RunMonitor) -> RunContext:
         with self.catalog.transaction() as s:
