@@ -166,6 +166,18 @@ def test_begin_refresh_twice_raises_busy_naming_state_and_run(catalogs: tuple[Ca
     assert (row.state, row.current_run_id, row.lease_owner) == ("REFRESHING", run1, "host:1")
 
 
+def _begin_refresh_into(
+    catalog: Catalog, object_id: int, run_id: int, owner: str, result: list[BaseException | None]
+) -> None:
+    """``begin_refresh`` in its own transaction; appends None or the exception to ``result``."""
+    try:
+        with catalog.transaction() as s:
+            catalog.objects.begin_refresh(s, catalog.objects.by_id(s, object_id), run_id, owner, 30)
+        result.append(None)
+    except BaseException as exc:
+        result.append(exc)
+
+
 def test_concurrent_begin_refresh_one_wins(catalogs: tuple[Catalog, Catalog]) -> None:
     """A holds its transaction open after its CAS; B's CAS waits for it, then sees B busy."""
     a, b = catalogs
@@ -174,12 +186,7 @@ def test_concurrent_begin_refresh_one_wins(catalogs: tuple[Catalog, Catalog]) ->
     b_result: list[BaseException | None] = []
 
     def refresh_b() -> None:
-        try:
-            with b.transaction() as s:
-                b.objects.begin_refresh(s, b.objects.by_id(s, object_id), run_b, "host:b", 30)
-            b_result.append(None)
-        except BaseException as exc:
-            b_result.append(exc)
+        _begin_refresh_into(b, object_id, run_b, "host:b", b_result)
 
     with a.transaction() as s:
         a.objects.begin_refresh(s, a.objects.by_id(s, object_id), run_a, "host:a", 30)
@@ -203,12 +210,7 @@ def test_concurrent_begin_refresh_after_rollback_succeeds(catalogs: tuple[Catalo
     b_result: list[BaseException | None] = []
 
     def refresh_b() -> None:
-        try:
-            with b.transaction() as s:
-                b.objects.begin_refresh(s, b.objects.by_id(s, object_id), run_b, "host:b", 30)
-            b_result.append(None)
-        except BaseException as exc:
-            b_result.append(exc)
+        _begin_refresh_into(b, object_id, run_b, "host:b", b_result)
 
     thread = threading.Thread(target=refresh_b)
     with pytest.raises(RuntimeError, match=r"^crash$"):
