@@ -135,16 +135,18 @@ def runs(
     chunks: Annotated[bool, typer.Option(help="Also list each chunk of the newest run.")] = True,
     format: Annotated[str, typer.Option("--format")] = "table",
 ) -> None:
-    """The refresh runs of one object, newest first, and the chunks of the newest."""
+    """The refresh runs of one object, newest first, and the chunks of the newest run that has any."""
     from sparkmv.cli.render import chunk_rows, run_rows
 
     client = state.client()
     all_runs = client.runs(name)
     cols, rows = run_rows(all_runs)
     _print_rows(cols, rows, format, title=f"refresh runs of {name}")
-    if chunks and all_runs:
-        cols, rows = chunk_rows(client.chunks(all_runs[0].run_id))
-        _print_rows(cols, rows, format, title=f"chunks of run {all_runs[0].run_id}")
+    with_chunks = [r for r in all_runs if r.chunks_planned > 0]
+    if chunks and with_chunks:
+        newest = with_chunks[0]  # skipped runs have no chunks: show the newest that has
+        cols, rows = chunk_rows(client.chunks(newest.run_id))
+        _print_rows(cols, rows, format, title=f"chunks of run {newest.run_id}")
 
 
 @app.command()
