@@ -330,6 +330,9 @@ def plan_refresh(inp: PlanInput) -> Plan:
         why = "up to date" if not pending else f"up to date in range ({len(pending)} changed partitions outside)"
         return Plan("SKIP", why, changed_base_partitions=changes, consumed=consumed)
     chunks = _cut(selected, image, inp)
+    if non_reference and not force:
+        # Say in the run record why a PCT run rewrites every partition.
+        auto_reason += f"; non-reference table {', '.join(non_reference)} changed: every partition"
     return Plan(
         "PCT",
         auto_reason,
