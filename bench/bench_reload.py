@@ -10,7 +10,9 @@ Timed in one process, one after the other, on the same Spark session:
 * ``refresh``: ``REFRESH TABLE`` of the changed source (load into staging, merge, changelog,
   publish), checked against the exact expected changelog counts;
 * ``naive``: read the same source and overwrite a plain Iceberg table with it (one Spark
-  write, one commit replacing every file), no diff, no changelog.
+  write, one commit replacing every file), no diff, no changelog;
+* ``naive in vnode layout``: the same overwrite into a table laid out as the refreshable
+  table is (``_vnode`` column, partitioned by it).
 
 Usage: ``.venv/bin/python bench/bench_reload.py [--rows 2000000] [--vnodes 16] [--append-results]``
 """
@@ -164,6 +166,20 @@ def main() -> None:
         naive_s = time.perf_counter() - t
         assert client.table("orders_naive").count() == v2.num_rows
 
+        # naive in the table's own layout: the same overwrite, partitioned by _vnode as the
+        # refreshable table is (the hash and the shuffle by vnode that layout needs)
+        from pyspark.sql import functions as F
+
+        laid_out = ObjectName.parse("orders_naive_vnode")
+        vnode = F.pmod(F.xxhash64(F.col("o_orderkey")), F.lit(args.vnodes)).cast("int").alias("_vnode")
+        rt.iceberg.create_table(laid_out, spark_to_arrow(df.select("*", vnode).schema), "_vnode")
+        t = time.perf_counter()
+        raw = spark.read.parquet(str(src))
+        source = raw.select(*[raw[c].cast(df.schema[c].dataType).alias(c) for c in df.columns], vnode)
+        staged = write_staged(source, work / "naive_vnode", "_vnode")
+        rt.iceberg.publish(laid_out, 1, staged.files, None)
+        naive_vnode_s = time.perf_counter() - t
+
         merged_rows = v1.num_rows + v2.num_rows
         result = {
             "rows": args.rows,
@@ -175,6 +191,8 @@ def main() -> None:
             "load_and_publish_s": round(refresh_s - merge_s, 2),
             "naive_overwrite_s": round(naive_s, 2),
             "ratio": round(refresh_s / naive_s, 2),
+            "naive_vnode_overwrite_s": round(naive_vnode_s, 2),
+            "ratio_vs_vnode_layout": round(refresh_s / naive_vnode_s, 2),
             "merge_rows_per_s": int(merged_rows / merge_s) if merge_s else None,
             "refresh_rows_per_s": int(v2.num_rows / refresh_s),
             "changelog": counts,
@@ -195,7 +213,8 @@ def _append(r: dict[str, object]) -> None:
         text = text.rstrip("\n") + f"\n\n{header}\n\n"
         text += (
             "| date | machine | data | REFRESH TABLE s | merge s | naive overwrite s | ratio | merge rows/s "
-            "| changelog I/U/D |\n|---|---|---|---|---|---|---|---|---|\n"
+            "| changelog I/U/D | naive in vnode layout s | ratio to it |\n"
+            "|---|---|---|---|---|---|---|---|---|---|---|\n"
         )
     cl = r["changelog"]
     assert isinstance(cl, dict)
@@ -203,7 +222,7 @@ def _append(r: dict[str, object]) -> None:
         f"| {datetime.now(UTC).date()} | {platform.machine()}, {os.cpu_count()} cores, local[2] | "
         f"{r['rows']:,} rows (TPC-H orders SF1 derived), {r['vnodes']} vnodes, 8 Parquet files | "
         f"{r['refresh_s']} | {r['merge_s']} | {r['naive_overwrite_s']} | {r['ratio']}x | {r['merge_rows_per_s']:,} | "
-        f"{cl['I']}/{cl['U']}/{cl['D']} |\n"
+        f"{cl['I']}/{cl['U']}/{cl['D']} | {r['naive_vnode_overwrite_s']} | {r['ratio_vs_vnode_layout']}x |\n"
     )
     # insert after the last table row of this section (other sections may follow it)
     start = text.index(header)
