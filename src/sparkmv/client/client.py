@@ -106,7 +106,10 @@ class Client:
             case st.RefreshMaterializedView():
                 if stmt.asynchronous:
                     run = self.request_refresh(stmt.name.qualified, RefreshRequest(stmt.force, stmt.start, stmt.end))
-                    return StatementResult(message=f"refresh of '{stmt.name}' queued as run {run.run_id}", run=run)
+                    text = f"refresh of '{stmt.name}' queued as run {run.run_id}"
+                    if run.state == RunState.MERGED:
+                        text = f"refresh of '{stmt.name}' recorded as run {run.run_id}: {run.reason}"
+                    return StatementResult(message=text, run=run)
                 run = self.refresh(stmt.name.qualified, stmt.force, stmt.start, stmt.end, progress)
                 return StatementResult(message=_run_text(run), run=run)
             case st.RefreshTable():
