@@ -8,6 +8,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from functools import lru_cache
 
 from sqlglot import exp
 
@@ -87,7 +88,6 @@ def pin_for_refresh(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> 
     raise InactiveError(f"MV '{mv.name}' is inactive: {reason}")
 
 
-_FOOTERS: dict[tuple[str, int, int], dict[str, str] | None] = {}
 _WIDENING = {
     ("int", "bigint"),
     ("smallint", "int"),
@@ -103,34 +103,37 @@ _WIDENING = {
 
 
 def _file_types(path: str) -> dict[str, str] | None:
-    """Column -> Spark type name of one Parquet file's footer (cached by size and mtime);
-    None when the footer cannot be read (Spark reports that when it reads the file)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from sparkmv.storage.schema import arrow_to_spark
-
+    """Column -> Spark type name of one Parquet file's footer; None when the footer cannot
+    be read (Spark reports that when it reads the file)."""
     local = path.removeprefix("file://")
     try:
         st = os.stat(local)
     except OSError:
         return None
-    key = (local, st.st_size, st.st_mtime_ns)
-    if key not in _FOOTERS:
+    return _footer_types(local, st.st_size, st.st_mtime_ns)
+
+
+@lru_cache(maxsize=65536)
+def _footer_types(local: str, size: int, mtime_ns: int) -> dict[str, str] | None:
+    """:func:`_file_types` of a file as it is at ``size`` and ``mtime_ns`` (the cache key:
+    a rewritten file is read again). Bounded, as a long-running scheduler plans forever."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from sparkmv.storage.schema import arrow_to_spark
+
+    try:
+        arrow = pq.read_schema(local)
+    except Exception:  # unreadable footers are Spark's to report when it reads them
+        return None
+    out: dict[str, str] = {}
+    for f in arrow:
         try:
-            arrow = pq.read_schema(local)
-        except Exception:  # unreadable footers are Spark's to report when it reads them
-            _FOOTERS[key] = None
-            return None
-        out: dict[str, str] = {}
-        for f in arrow:
-            try:
-                spark_field = arrow_to_spark(pa.schema([f])).fields[0]
-            except Exception:  # a type Spark cannot map is not compared
-                continue
-            out[f.name.lower()] = spark_field.dataType.simpleString()
-        _FOOTERS[key] = out
-    return _FOOTERS[key]
+            spark_field = arrow_to_spark(pa.schema([f])).fields[0]
+        except Exception:  # a type Spark cannot map is not compared
+            continue
+        out[f.name.lower()] = spark_field.dataType.simpleString()
+    return out
 
 
 def schema_problem(pinned: PinnedTable) -> str | None:
