@@ -207,6 +207,19 @@ class ObjectStore:
         )
         return bool(result.rowcount == 1)  # type: ignore[attr-defined]
 
+    @classmethod
+    def require_lease(
+        cls, session: Session, object_id: int, run_id: int, owner: str, lease_seconds: float, what: str
+    ) -> None:
+        """Renew the lease of ``owner`` inside the caller's transaction, so what the caller
+        writes next in it is written only while the lease is held.
+
+        Raises:
+            LeaseLostError: when the lease is no longer ours (``what``: the step refused).
+        """
+        if not cls.renew_lease(session, object_id, run_id, owner, lease_seconds):
+            raise LeaseLostError(f"run {run_id} lost its lease before {what}")
+
     @staticmethod
     def expired_leases(session: Session, now: datetime | None = None) -> builtins.list[ObjectRow]:
         """Objects in a non-IDLE state whose lease expired (their owner is presumed dead)."""

@@ -38,6 +38,7 @@ from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
+from sparkmv.storage.files import remove_unreferenced
 
 log = logging.getLogger("sparkmv.refresh")
 
@@ -293,10 +294,14 @@ class RefreshExecutor:
             self.rt.faults.hit("after_chunk_staged", prow.chunk_id)
             self.rt.faults.hit("before_progress_recorded", prow.chunk_id)
             with self.catalog.transaction() as s:
-                if not self.catalog.objects.renew_lease(
-                    s, ctx.mv.object_id, ctx.run_id, str(self.rt.owner), ctx.mv.properties.lease_timeout_seconds
-                ):
-                    raise LeaseLostError(f"run {ctx.run_id} lost its lease before recording chunk {prow.chunk_id}")
+                self.catalog.objects.require_lease(
+                    s,
+                    ctx.mv.object_id,
+                    ctx.run_id,
+                    str(self.rt.owner),
+                    ctx.mv.properties.lease_timeout_seconds,
+                    f"recording chunk {prow.chunk_id}",
+                )
                 self.catalog.runs.complete_chunk(
                     s,
                     ctx.run_id,
@@ -377,7 +382,7 @@ class RefreshExecutor:
         from sparkmv.refresh.publish import publish_run
 
         self.rt.faults.hit("before_publish")
-        self._check_lease(ctx.run_id, ctx.mv, "before publishing")
+        self._check_lease(ctx.run_id, ctx.mv, "publishing")
         snapshot_id = publish_run(self.rt, ctx.run_id, ctx.mv, ctx.plan, ctx.mv_snapshot)
         self.rt.faults.hit("after_publish")
         with self.catalog.transaction() as s:
@@ -397,7 +402,7 @@ class RefreshExecutor:
         snapshot_id = self.rt.iceberg.snapshot_of_run(table, run_id)
         if snapshot_id is None or (plan.chunks and mv.properties.publish == "PER_CHUNK"):
             log.info("run %s: publishing again during recovery", run_id)
-            self._check_lease(run_id, mv, "before publishing")
+            self._check_lease(run_id, mv, "publishing")
             snapshot_id = publish_run(self.rt, run_id, mv, plan, stored.get("mv_snapshot"))
         else:
             log.info("run %s: commit already landed (snapshot %s); completing the catalog", run_id, snapshot_id)
@@ -470,30 +475,31 @@ class RefreshExecutor:
     def _check_lease(self, run_id: int, mv: MvDefinition, what: str) -> None:
         """Renew the lease now; raise :class:`LeaseLostError` when it is no longer ours."""
         with self.catalog.transaction() as s:
-            ok = self.catalog.objects.renew_lease(
-                s, mv.object_id, run_id, str(self.rt.owner), mv.properties.lease_timeout_seconds
+            self.catalog.objects.require_lease(
+                s, mv.object_id, run_id, str(self.rt.owner), mv.properties.lease_timeout_seconds, what
             )
-        if not ok:
-            raise LeaseLostError(f"run {run_id} lost its lease {what}")
 
     def _discard_own(self, run_id: int, ctx: RunContext | None) -> None:
         """Remove the attempt directories this process wrote that the progress table does
         not reference (the late writes of an owner whose lease was taken over)."""
         if ctx is None or not ctx.own_attempts:
             return
-        with self.catalog.transaction() as s:
-            recorded = {f for c in self.catalog.runs.chunks(s, run_id) for f in (c.files or [])}
-        recorded_dirs = {Path(f.removeprefix("file://")).parent for f in recorded}
-        for attempt in ctx.own_attempts:
-            if not any(d == attempt or attempt in d.parents for d in recorded_dirs):
-                log.info("run %s: removing unrecorded attempt %s", run_id, attempt)
-                shutil.rmtree(attempt, ignore_errors=True)
+        for attempt in remove_unreferenced(ctx.own_attempts, self._recorded_files(run_id)):
+            log.info("run %s: removed unrecorded attempt %s", run_id, attempt)
 
     def _discard_unrecorded(self, run_id: int, mv: MvDefinition) -> None:
         """Remove staged attempts of this run that the progress table does not reference."""
+        try:
+            root = staging_dir(self.rt.iceberg.load(mv.name).location(), run_id)
+        except SparkMvError:
+            return
+        if root.is_dir():
+            remove_unreferenced(list(root.iterdir()), self._recorded_files(run_id))
+
+    def _recorded_files(self, run_id: int) -> set[str]:
+        """Files of the chunks recorded in the progress table for ``run_id``."""
         with self.catalog.transaction() as s:
-            recorded = {f for c in self.catalog.runs.chunks(s, run_id) for f in (c.files or [])}
-        remove_unreferenced_attempts(self.rt, mv, run_id, recorded)
+            return {f for c in self.catalog.runs.chunks(s, run_id) for f in (c.files or [])}
 
     def _cleanup(self, run_id: int, mv: MvDefinition) -> None:
         self.rt.faults.hit("during_cleanup")
@@ -506,25 +512,10 @@ class RefreshExecutor:
     def _publish_chunk(self, ctx: RunContext, chunk_id: int, files: list[str], chunk: Chunk) -> None:
         from sparkmv.refresh.publish import publish_chunk
 
-        self._check_lease(ctx.run_id, ctx.mv, f"before publishing chunk {chunk_id}")
+        self._check_lease(ctx.run_id, ctx.mv, f"publishing chunk {chunk_id}")
         publish_chunk(self.rt, ctx.run_id, ctx.mv, ctx.plan, chunk_id, files, chunk)
         with self.catalog.transaction() as s:
             self.catalog.runs.mark_published(s, ctx.run_id, [chunk_id])
-
-
-def remove_unreferenced_attempts(rt: Runtime, mv: MvDefinition, run_id: int, recorded: set[str]) -> None:
-    """Delete attempt directories of ``run_id`` holding no file named in ``recorded``."""
-    try:
-        location = rt.iceberg.load(mv.name).location()
-    except SparkMvError:
-        return
-    root = staging_dir(location, run_id)
-    if not root.is_dir():
-        return
-    recorded_dirs = {Path(f.removeprefix("file://")).parent for f in recorded}
-    for attempt in root.iterdir():
-        if not any(d == attempt or attempt in d.parents for d in recorded_dirs):
-            shutil.rmtree(attempt, ignore_errors=True)
 
 
 def _version_updates(

@@ -12,7 +12,6 @@ an owner whose lease was taken over) are removed.
 from __future__ import annotations
 
 import logging
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from sparkmv.refresh.executor import RefreshExecutor, staging_dir
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage.files import remove_unreferenced
 
 log = logging.getLogger("sparkmv.recovery")
 
@@ -81,28 +81,12 @@ def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
         ]
         if not candidates:
             continue
-        referenced_dirs = _referenced_dirs(rt, name)
-        removed: dict[int, int] = {}
-        for run_id, attempt in candidates:
-            if _remove_if_unreferenced(attempt, referenced_dirs):
-                removed[run_id] = removed.get(run_id, 0) + 1
-        outcomes.extend(RecoveryOutcome(name.display, run_id, "cleaned") for run_id in sorted(removed))
+        gone = set(remove_unreferenced([a for _, a in candidates], rt.iceberg.referenced_files(name)))
+        for attempt in sorted(gone):
+            log.info("removed orphan staging %s", attempt)
+        cleaned = sorted({run_id for run_id, attempt in candidates if attempt in gone})
+        outcomes.extend(RecoveryOutcome(name.display, run_id, "cleaned") for run_id in cleaned)
     return outcomes
-
-
-def _referenced_dirs(rt: Runtime, name: ObjectName) -> set[str]:
-    """Directories holding a data file that some live snapshot of ``name`` references."""
-    return {str(Path(f).parent) for f in rt.iceberg.referenced_files(name)}
-
-
-def _remove_if_unreferenced(attempt: Path, referenced_dirs: set[str]) -> bool:
-    """Delete the attempt directory unless a snapshot references a file inside it."""
-    prefix = str(attempt)
-    if any(d == prefix or d.startswith(prefix + "/") for d in referenced_dirs):
-        return False
-    log.info("removing orphan staging %s", attempt)
-    shutil.rmtree(attempt, ignore_errors=True)
-    return True
 
 
 def _run_id_of(directory: str) -> int | None:
@@ -165,9 +149,7 @@ def abandon(rt: Runtime, row: ObjectRow, run_id: int, reason: str) -> None:
     try:
         root = staging_dir(rt.iceberg.load(name).location(), run_id)
         if root.is_dir():
-            referenced_dirs = _referenced_dirs(rt, name)
-            for attempt in root.iterdir():
-                _remove_if_unreferenced(attempt, referenced_dirs)
+            remove_unreferenced(list(root.iterdir()), rt.iceberg.referenced_files(name))
             if not any(root.iterdir()):
                 root.rmdir()
     except SparkMvError:

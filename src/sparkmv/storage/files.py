@@ -8,6 +8,7 @@ partitioned by a copy of the partition column, ``__smv_part``, and keep the real
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -64,6 +65,27 @@ def write_staged(
         writer_df = out.coalesce(max_files)
         writer_df.write.mode("overwrite").parquet(str(directory))
     return collect_staged(directory)
+
+
+def remove_unreferenced(candidates: Iterable[Path], referenced: Iterable[str]) -> list[Path]:
+    """Delete each directory of ``candidates`` that holds none of the ``referenced`` files.
+
+    Args:
+        candidates: staged attempt directories.
+        referenced: files to keep (paths or ``file://`` URIs): recorded in the progress
+            table, or referenced by a live Iceberg snapshot.
+
+    Returns:
+        The directories removed.
+    """
+    keep = {Path(f.removeprefix("file://")).parent for f in referenced}
+    removed: list[Path] = []
+    for directory in candidates:
+        if any(d == directory or directory in d.parents for d in keep):
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        removed.append(directory)
+    return removed
 
 
 def collect_staged(directory: Path) -> StagedOutput:

@@ -280,8 +280,7 @@ class _Run:
             self.progress(len(done), len(chunks), sum(c.processed_rows for c in done))
 
     def _check_lease(self, s: Any, what: str) -> None:
-        if not self.catalog.objects.renew_lease(s, self.tdef.object_id, self.run_id, self.owner, self.lease):
-            raise LeaseLostError(f"run {self.run_id} lost its lease before {what}")
+        self.catalog.objects.require_lease(s, self.tdef.object_id, self.run_id, self.owner, self.lease, what)
 
     def _check_control(self) -> None:
         self.monitor.checkpoint()
