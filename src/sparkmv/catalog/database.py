@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sparkmv.errors import CatalogError
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60
+READ_ONLY_OPTION = "sparkmv_read_only"
 
 
 def make_engine(url: str) -> Engine:
@@ -54,16 +55,22 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        # Reads start deferred: in WAL mode they take no lock a writer waits for.
+        read_only = conn.get_execution_options().get(READ_ONLY_OPTION, False)
+        conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
 class Database:
-    """An engine plus a session factory; ``transaction()`` is the unit of every write."""
+    """An engine plus session factories; ``transaction()`` is the unit of every write,
+    ``read()`` of polling reads."""
 
     def __init__(self, url: str) -> None:
         self.url = url
         self.engine = make_engine(url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        self._read_sessions = sessionmaker(
+            self.engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False
+        )
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
@@ -74,6 +81,21 @@ class Database:
         """
         try:
             with self._sessions.begin() as session:
+                yield session
+        except OperationalError as exc:
+            raise CatalogError(f"catalog database error: {exc.orig}") from exc
+
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A session for reads only: on SQLite it begins deferred, so a frequent poll (a
+        running refresh reads its control commands twice a second) never holds the write
+        lock that other processes' writes queue on. Writing in it is a bug.
+
+        Raises:
+            CatalogError: when the database cannot be reached.
+        """
+        try:
+            with self._read_sessions.begin() as session:
                 yield session
         except OperationalError as exc:
             raise CatalogError(f"catalog database error: {exc.orig}") from exc

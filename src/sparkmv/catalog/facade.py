@@ -64,6 +64,12 @@ class Catalog:
         with self.db.transaction() as session:
             yield session
 
+    @contextmanager
+    def read(self) -> Iterator[Session]:
+        """A read-only catalog session (see :meth:`Database.read`)."""
+        with self.db.read() as session:
+            yield session
+
     def close(self) -> None:
         """Release database connections."""
         self.db.dispose()

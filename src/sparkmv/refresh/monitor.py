@@ -59,7 +59,7 @@ class RunMonitor:
 
     def check_commands(self) -> None:
         """Read the control commands now (also called between chunks)."""
-        with self.catalog.transaction() as s:
+        with self.catalog.read() as s:
             commands = self.catalog.control.commands(s, self.run_id)
         if ControlCommand.CANCEL in commands and not self.cancelled:
             self.cancelled = True
