@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from sparkmv.refresh.executor import chunk_job_group
+from sparkmv.refresh.lifecycle import chunk_job_group
 from sparkmv.storage.iceberg import RUN_ID_PROPERTY
 from tests.helpers import assert_mv_matches, rows_of
 from tests.refresh.procs import (

@@ -19,7 +19,7 @@ from sparkmv.scheduler.metrics import SchedulerMetrics
 
 
 def test_interval_passed_reloads_and_busy_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sparkmv.refresh.reload.executor as reload_executor
+    import sparkmv.refresh.jobs.reload as reload_executor
 
     calls: list[tuple[str, str]] = []
 

@@ -129,8 +129,12 @@ class RunStore:
         bytes_written: int,
         duration_seconds: float,
         position: str | None = None,
+        outcome: dict[str, Any] | None = None,
     ) -> None:
-        """Mark a chunk completed with the files it wrote; also counts the run's progress."""
+        """Mark a chunk completed with the files it wrote; also counts the run's progress.
+
+        ``outcome``: the job kind's typed result of the chunk as JSON (e.g. merge counts).
+        """
         session.execute(
             update(ProgressRow)
             .where(ProgressRow.run_id == run_id, ProgressRow.chunk_id == chunk_id)
@@ -142,6 +146,7 @@ class RunStore:
                 bytes_written=bytes_written,
                 duration_seconds=duration_seconds,
                 position=position,
+                outcome=outcome,
                 last_checkpoint=utcnow(),
             )
         )

@@ -22,7 +22,8 @@ from sparkmv.client.status import MvStatus, statuses
 from sparkmv.config import Settings
 from sparkmv.errors import ObjectNotFoundError, RefreshError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.executor import ProgressCallback, RefreshExecutor
+from sparkmv.refresh.jobs.mv import refresh_mv
+from sparkmv.refresh.lifecycle import ProgressCallback
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.recovery import RecoveryOutcome, expired_runs, recover
 from sparkmv.refresh.result import RefreshRun
@@ -157,7 +158,7 @@ class Client:
         """
         mv = ObjectName.parse(name)
         request = RefreshRequest(force, start, end, automatic=trigger != Trigger.MANUAL)
-        return RefreshExecutor(self.runtime, progress).refresh(mv, trigger, request)
+        return refresh_mv(self.runtime, mv, trigger, request, progress)
 
     def request_refresh(self, name: str, request: RefreshRequest | None = None) -> RefreshRun:
         """Queue a refresh (``WITH ASYNC MODE``) for the scheduler; merged into a pending one."""
@@ -167,7 +168,7 @@ class Client:
 
     def refresh_table(self, name: str, progress: ProgressCallback | None = None) -> RefreshRun:
         """``REFRESH TABLE``: reload a refreshable table from its associated source."""
-        from sparkmv.refresh.reload.executor import reload_table
+        from sparkmv.refresh.jobs.reload import reload_table
 
         return reload_table(self.runtime, ObjectName.parse(name), Trigger.MANUAL, progress)
 

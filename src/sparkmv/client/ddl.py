@@ -18,7 +18,7 @@ from sparkmv.errors import (
     SparkMvError,
 )
 from sparkmv.names import ObjectName
-from sparkmv.refresh.executor import spark_error_text
+from sparkmv.refresh.lifecycle import spark_error_text
 from sparkmv.refresh.properties import MvProperties, validate
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import parquet

@@ -11,7 +11,7 @@ from sparkmv.analysis.query import bind_tables, parse_query, referenced_tables
 from sparkmv.client.system_tables import SYSTEM_TABLES, system_table
 from sparkmv.errors import AnalysisError, ObjectNotFoundError, SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.executor import spark_error_text
+from sparkmv.refresh.lifecycle import spark_error_text
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.resolve import pin_base, read_pinned
 

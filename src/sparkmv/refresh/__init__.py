@@ -1,2 +1,2 @@
-"""Refresh: the planner (what to refresh, which mode, chunks) and the executor (phases,
-progress, resume, publish, cancel)."""
+"""Refresh: the planner (what to refresh, which mode, chunks), the one run lifecycle
+(:mod:`sparkmv.refresh.lifecycle`) and its job kinds (:mod:`sparkmv.refresh.jobs`)."""

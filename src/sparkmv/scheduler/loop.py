@@ -50,7 +50,7 @@ from sparkmv.scheduler import claims
 from sparkmv.scheduler.dag import topological_order
 from sparkmv.scheduler.due import check_due, initial_fire_time, retry_delay
 from sparkmv.scheduler.metrics import SchedulerMetrics
-from sparkmv.scheduler.runner import PendingRunExecutor
+from sparkmv.scheduler.runner import run_pending
 
 log = logging.getLogger("sparkmv.scheduler")
 
@@ -327,11 +327,10 @@ class Scheduler:
             log.info("%s: retry run %s waits until %s", display, run.run_id, start_at)
             return NodeResult(name, "WAITING", run.run_id)
         log.info("%s: starting run %s (%s)", display, run.run_id, run.trigger)
-        executor = PendingRunExecutor(self.rt)
         with self._running_lock:
             self._running[run.run_id] = row.id
         try:
-            result = executor.run_pending(run.run_id)
+            result = run_pending(self.rt, run.run_id)
         except BusyError as exc:
             log.info("%s: busy, run %s stays queued: %s", display, run.run_id, exc)
             if self.metrics is not None:
@@ -436,7 +435,7 @@ class Scheduler:
     # -- refreshable tables -------------------------------------------------------------------------
     def _process_table(self, row: ObjectRow, now: datetime) -> NodeResult:
         """Reload a refreshable table whose ``refresh_interval_sec`` passed."""
-        from sparkmv.refresh.reload.executor import reload_table
+        from sparkmv.refresh.jobs.reload import reload_table
 
         name = _qualified(row)
         display = ObjectName(row.namespace, row.name).display

@@ -1,49 +1,63 @@
-"""Executing a queued (PENDING) run of a materialized view in this process.
+"""Executing a queued (PENDING) run in this process.
 
 The run row that the request, the scheduled fire or the on-change trigger created is the
-run that executes (no second row): :func:`sparkmv.scheduler.claims.start_pending` moves it
-to RUNNING and takes the object's lease in one transaction, then the refresh executor's
-lifecycle runs it exactly as ``REFRESH MATERIALIZED VIEW`` would.
+run that executes (no second row): :class:`QueuedRun` is the lifecycle's claim that moves
+it to RUNNING and takes the object's lease in one transaction
+(:func:`sparkmv.scheduler.claims.start_pending`); the run then goes through
+:meth:`sparkmv.refresh.lifecycle.RunLifecycle.refresh`, the entry point of ``REFRESH``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
 from sparkmv.catalog import RunState, Trigger
-from sparkmv.refresh.context import MvDefinition
-from sparkmv.refresh.executor import RefreshExecutor
+from sparkmv.names import ObjectName
+from sparkmv.refresh.jobs import job_type_for
+from sparkmv.refresh.jobs.base import Job
+from sparkmv.refresh.lifecycle import RunLifecycle, request_of
 from sparkmv.refresh.planner import RefreshRequest
-from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.result import RefreshRun
+from sparkmv.refresh.runtime import Runtime
 from sparkmv.scheduler.claims import finish_pending, start_pending
 
 
-class PendingRunExecutor(RefreshExecutor):
-    """A :class:`RefreshExecutor` that executes an existing PENDING run."""
+@dataclass(frozen=True)
+class QueuedRun:
+    """The claim of a PENDING run ``run_id`` (see :class:`sparkmv.refresh.lifecycle.RunClaim`)."""
 
-    def run_pending(self, run_id: int) -> RefreshRun | None:
-        """Start and execute PENDING run ``run_id``; None when another scheduler took it.
+    run_id: int
 
-        An inactive MV's pending run ends SKIPPED with the reason.
+    def __call__(self, s: Session, job: Job[Any], request: RefreshRequest, owner: str) -> int | None:
+        """CAS the run PENDING -> RUNNING and the object IDLE -> REFRESHING; None when
+        another scheduler started it first. Raises BusyError (the run stays PENDING)."""
+        if not start_pending(s, job.row, self.run_id, owner, job.settings.lease_timeout_seconds):
+            return None
+        fields = {k: v for k, v in job.run_fields(request).items() if k in ("priority", "publish")}
+        if fields:
+            job.rt.catalog.runs.update(s, self.run_id, **fields)
+        return self.run_id
 
-        Raises:
-            BusyError: the MV is being refreshed; the run stays PENDING.
-            LeaseLostError: the lease was taken over during the run.
-        """
-        owner = str(self.rt.owner)
-        with self.catalog.transaction() as s:
-            run = self.catalog.runs.get(s, run_id)
-            row = self.catalog.objects.by_id(s, run.object_id)
-            if not row.is_active:
-                finish_pending(s, run_id, RunState.SKIPPED, f"MV is inactive: {row.inactive_reason}")
-                return RefreshRun.from_row(self.catalog.runs.get(s, run_id))
-            props = MvProperties.parse(row.properties or {})
-            if not start_pending(s, row, run_id, owner, props.lease_timeout_seconds):
-                return None
-            self.catalog.runs.update(s, run_id, priority=props.task_priority, publish=props.publish.lower())
-            opts = dict(run.request_options or {})
-            trigger = run.trigger
-            mv = MvDefinition.from_row(row)
-        request = RefreshRequest(
-            bool(opts.get("force")), opts.get("start"), opts.get("end"), automatic=trigger != Trigger.MANUAL
-        )
-        return self._execute(run_id, mv, request, resume=False)
+
+def run_pending(rt: Runtime, run_id: int) -> RefreshRun | None:
+    """Start and execute PENDING run ``run_id``; None when another scheduler took it.
+
+    An inactive MV's pending run ends SKIPPED with the reason.
+
+    Raises:
+        BusyError: the object is being refreshed; the run stays PENDING.
+        LeaseLostError: the lease was taken over during the run.
+    """
+    with rt.catalog.transaction() as s:
+        run = rt.catalog.runs.get(s, run_id)
+        row = rt.catalog.objects.by_id(s, run.object_id)
+        if not row.is_active:
+            finish_pending(s, run_id, RunState.SKIPPED, f"MV is inactive: {row.inactive_reason}")
+            return RefreshRun.from_row(rt.catalog.runs.get(s, run_id))
+        trigger = Trigger(run.trigger)
+        request = request_of(run.request_options, automatic=trigger != Trigger.MANUAL)
+        name, kind = ObjectName(row.namespace, row.name), row.kind
+    return RunLifecycle(rt).refresh(job_type_for(kind), name, trigger, request, claim=QueuedRun(run_id))

@@ -1,0 +1,254 @@
+"""Job kind: refresh of a materialized view (FULL or PCT).
+
+Plans with :func:`sparkmv.refresh.planner.plan_refresh` over pinned base tables, computes
+a chunk of MV partitions with :func:`sparkmv.refresh.compute.compute_chunk`, and publishes
+with :mod:`sparkmv.refresh.publish` (one commit tagged with the run id, or one per chunk
+with ``publish = per_chunk``); the catalog side of a finished run stores the version map.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy.orm import Session
+
+from sparkmv.analysis.lineage import Lineage
+from sparkmv.catalog import ObjectKind, Trigger
+from sparkmv.catalog.models import ObjectRow
+from sparkmv.catalog.versions import VersionEntry
+from sparkmv.errors import InactiveError, RefreshError
+from sparkmv.names import ObjectName
+from sparkmv.refresh.context import MvDefinition, lineage_of, mv_partitions, pin_for_refresh
+from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
+from sparkmv.refresh.lifecycle import ProgressCallback, RunLifecycle
+from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, base_partitions_for, plan_refresh
+from sparkmv.refresh.result import RefreshRun
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources.pinned import PinnedTable
+
+log = logging.getLogger("sparkmv.refresh")
+
+
+@dataclass(frozen=True)
+class MvRunPlan:
+    """The stored plan of an MV refresh run.
+
+    Attributes:
+        plan: what to refresh (mode, chunks, consumed base partitions).
+        pinned: qualified base table -> the input pinned for the whole run.
+        mv_snapshot: the MV's Iceberg snapshot when planned; an atomic publish requires it.
+    """
+
+    plan: Plan
+    pinned: dict[str, PinnedTable]
+    mv_snapshot: int | None
+
+    @property
+    def mode(self) -> str:
+        """FULL, PCT or SKIP."""
+        return self.plan.mode
+
+    @property
+    def reason(self) -> str:
+        """Why this mode."""
+        return self.plan.reason
+
+    @property
+    def partitions_planned(self) -> int:
+        """MV partitions refreshed."""
+        return len(self.plan.partitions)
+
+    def chunk_partitions(self) -> list[list[Any]]:
+        """The MV partitions of each chunk (None: the whole MV)."""
+        return [c.partitions for c in self.plan.chunks]  # type: ignore[misc]
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"plan", "pinned", "mv_snapshot"}`` (the layout runs have always stored)."""
+        return {
+            "plan": self.plan.to_json(),
+            "pinned": {t: p.to_json() for t, p in self.pinned.items()},
+            "mv_snapshot": self.mv_snapshot,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> MvRunPlan:
+        """Inverse of :meth:`to_json`.
+
+        Raises:
+            RefreshError: when ``data`` holds no plan.
+        """
+        if "plan" not in data:
+            raise RefreshError("the run has no stored plan to resume")
+        pinned = {t: PinnedTable.from_json(p) for t, p in data.get("pinned", {}).items()}
+        return cls(Plan.from_json(data["plan"]), pinned, data.get("mv_snapshot"))
+
+
+class MvRefreshJob(Job[MvRunPlan]):
+    """The refresh of one materialized view (one run)."""
+
+    def __init__(self, rt: Runtime, row: ObjectRow) -> None:
+        super().__init__(rt, row)
+        self.mv = MvDefinition.from_row(row)
+        self.object_id = row.id
+        self.name = self.mv.name
+        props = self.mv.properties
+        self.settings = JobSettings(props.lease_timeout_seconds, props.lease_renew_seconds, props.max_refresh_attempts)
+        self.per_chunk = props.publish == "PER_CHUNK"
+        self.lineage: Lineage | None = None
+        """Partition lineage, traced once per run (sqlglot lineage costs ~0.1 s)."""
+
+    @classmethod
+    def open(cls, rt: Runtime, s: Session, name: ObjectName) -> MvRefreshJob:
+        """The job of MV ``name``.
+
+        Raises:
+            ObjectNotFoundError: no such MV. InactiveError: the MV is inactive (with why).
+        """
+        row = rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW)
+        if not row.is_active:
+            raise InactiveError(f"MV '{name}' is inactive: {row.inactive_reason}")
+        return cls(rt, row)
+
+    def run_fields(self, request: RefreshRequest) -> dict[str, Any]:
+        """Priority, publish mode and the request of a new run."""
+        return {
+            "priority": self.mv.properties.task_priority,
+            "publish": self.mv.properties.publish.lower(),
+            "request_options": {"force": request.force, "start": request.start, "end": request.end},
+        }
+
+    def throttle_per_minute(self) -> float:
+        """``throttle_chunks_per_minute``, read fresh: it may change while the run goes."""
+        with self.rt.catalog.read() as s:
+            row = self.rt.catalog.objects.by_id(s, self.object_id)
+            return float((row.properties or {}).get("throttle_chunks_per_minute", 0) or 0)
+
+    # -- planning ---------------------------------------------------------------------------
+    def make_plan(self, ctx: RunContext) -> MvRunPlan:
+        """Pin the base tables and plan FULL / PCT / SKIP."""
+        mv, catalog = self.mv, self.rt.catalog
+        pinned = pin_for_refresh(catalog, self.rt.iceberg, mv)
+        self.lineage = lineage_of(mv, pinned)
+        with catalog.read() as s:
+            versions = catalog.versions.load(s, mv.object_id)
+            refreshed_before = catalog.objects.by_id(s, mv.object_id).last_success_run_id is not None
+        plan = plan_refresh(
+            PlanInput(
+                partition_by=mv.partition_by,
+                lineage=self.lineage,
+                pinned=pinned,
+                version_map={k: v.version for k, v in versions.items()},
+                mv_partitions=mv_partitions(self.rt.iceberg, mv.name) if refreshed_before else set(),
+                refreshed_before=refreshed_before,
+                properties=mv.properties,
+                request=ctx.request,
+            )
+        )
+        log.info("run %s of %s: %d chunks", ctx.run_id, mv.name, len(plan.chunks))
+        current = self.rt.iceberg.load(mv.name).current_snapshot()
+        self.plan = MvRunPlan(plan, pinned, current.snapshot_id if current is not None else None)
+        return self.plan
+
+    def plan_from_json(self, data: dict[str, Any]) -> MvRunPlan:
+        """The stored plan of a resumed run."""
+        self.plan = MvRunPlan.from_json(data)
+        return self.plan
+
+    # -- chunks -------------------------------------------------------------------------------
+    def compute(self, ctx: RunContext, chunk_ids: list[int], attempt_name: str) -> dict[int, ChunkOutcome]:
+        """Compute each chunk's MV partitions into ``<staging>/<attempt_name>``."""
+        from sparkmv.refresh.compute import compute_chunk
+
+        [root] = self.staging_roots(ctx.run_id)
+        out: dict[int, ChunkOutcome] = {}
+        for chunk_id in chunk_ids:
+            chunk = self.plan.plan.chunks[chunk_id]
+            if self.lineage is None:
+                self.lineage = lineage_of(self.mv, self.plan.pinned)
+            restrict = base_partitions_for(chunk, self.lineage, self.plan.pinned)
+            staged = compute_chunk(
+                self.rt, self.mv, self.plan.pinned, chunk, restrict, root / attempt_name, f"r{ctx.run_id}c{chunk_id}"
+            )
+            out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
+        return out
+
+    def publish_recorded(self, ctx: RunContext, records: list[ChunkRecord]) -> None:
+        """``publish = per_chunk``: commit each recorded chunk not yet committed."""
+        from sparkmv.refresh.publish import publish_chunk
+
+        if not self.per_chunk:
+            return
+        for record in records:
+            if record.published:
+                continue
+            ctx.require_lease(f"publishing chunk {record.chunk_id}")
+            chunk = self.plan.plan.chunks[record.chunk_id]
+            publish_chunk(self.rt, ctx.run_id, self.mv, self.plan.plan, record.chunk_id, record.files, chunk)
+            with self.rt.catalog.transaction() as s:
+                self.rt.catalog.runs.mark_published(s, ctx.run_id, [record.chunk_id])
+
+    # -- publishing ---------------------------------------------------------------------------
+    def publish(self, ctx: RunContext, chunks: list[ChunkRecord], recovering: bool) -> int | None:
+        """One commit tagged with the run id; when ``recovering``, only if it did not land."""
+        from sparkmv.refresh.publish import publish_run
+
+        if recovering:
+            table = self.rt.iceberg.load(self.name)
+            snapshot_id = self.rt.iceberg.snapshot_of_run(table, ctx.run_id)
+            if snapshot_id is not None and not (self.plan.plan.chunks and self.per_chunk):
+                log.info("run %s: commit already landed (snapshot %s); completing the catalog", ctx.run_id, snapshot_id)
+                return snapshot_id
+            log.info("run %s: publishing again during recovery", ctx.run_id)
+        return publish_run(self.rt, ctx.run_id, self.mv, self.plan.plan, self.plan.mv_snapshot)
+
+    def finish_fields(self, s: Session, run_id: int, chunks: list[ChunkRecord]) -> dict[str, Any]:
+        """Store the version map consumed by the run."""
+        catalog = self.rt.catalog
+        upserts, removals, replace_all = _version_updates(self.plan.plan, self.plan.pinned, s, catalog, self.object_id)
+        catalog.versions.apply(s, self.object_id, run_id, upserts, removals, replace_all)
+        return {"partitions_done": len(self.plan.plan.partitions)}
+
+
+def _version_updates(
+    plan: Plan, pinned: dict[str, PinnedTable], s: Any, catalog: Any, object_id: int
+) -> tuple[list[VersionEntry], list[tuple[str, str]], bool]:
+    """Version map changes of a successful run, from ``plan.consumed``."""
+
+    def entry(table: str, path: str) -> VersionEntry:
+        p = pinned[table].partitions[path]
+        return VersionEntry(table, path, p.version, p.changed_at)
+
+    if plan.mode == "FULL" and all(v == ["*"] for v in plan.consumed.values()):
+        return [entry(t, path) for t, p in pinned.items() for path in p.partitions], [], True
+    existing = catalog.versions.load(s, object_id)
+    upserts: list[VersionEntry] = []
+    removals: list[tuple[str, str]] = []
+    for table, paths in plan.consumed.items():
+        if table not in pinned:
+            continue
+        if paths == ["*"]:
+            removals.extend(k for k in existing if k[0] == table and k[1] not in pinned[table].partitions)
+            upserts.extend(entry(table, path) for path in pinned[table].partitions)
+            continue
+        for path in paths:
+            if path in pinned[table].partitions:
+                upserts.append(entry(table, path))
+            elif (table, path) in existing:
+                removals.append((table, path))
+    return upserts, removals, False
+
+
+def refresh_mv(
+    rt: Runtime,
+    name: ObjectName,
+    trigger: Trigger = Trigger.MANUAL,
+    request: RefreshRequest | None = None,
+    progress: ProgressCallback | None = None,
+) -> RefreshRun:
+    """``REFRESH MATERIALIZED VIEW name``: refresh now, in this process (see
+    :meth:`RunLifecycle.refresh` for what is raised); returns the finished run."""
+    run = RunLifecycle(rt, progress).refresh(MvRefreshJob, name, trigger, request)
+    assert run is not None  # a new run is never claimed by another process
+    return run
