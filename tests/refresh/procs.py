@@ -5,6 +5,7 @@ STRICT chunks with a short lease, spawning workers and the ``sparkmv`` CLI, wait
 lease to expire. Run as a script it is the worker (its own JVM, same home and catalog)::
 
     python procs.py refresh NAME [--force] [--go FILE]   # exit 0 done, 3 busy, 1 error
+    python procs.py reload NAME                           # REFRESH TABLE NAME (same exit codes)
     python procs.py read NAME STOP_FILE OUT_FILE          # read the MV until STOP_FILE exists
 
 Home and catalog come from ``SPARKMV_HOME`` / ``SPARKMV_CATALOG_URL``; fault injection
@@ -170,7 +171,7 @@ def _client() -> Any:
 def _refresh(argv: list[str]) -> int:
     from sparkmv.errors import BusyError, SparkMvError
 
-    name, force = argv[0], "--force" in argv
+    name, force, table = argv[0], "--force" in argv, "--table" in argv
     go = Path(argv[argv.index("--go") + 1]) if "--go" in argv else None
     client = _client()
     if go is not None:
@@ -179,7 +180,7 @@ def _refresh(argv: list[str]) -> int:
             time.sleep(0.01)
     started = time.monotonic()
     try:
-        run = client.refresh(name, force=force)
+        run = client.refresh_table(name) if table else client.refresh(name, force=force)
     except BusyError as exc:
         print(json.dumps({"busy": str(exc), "seconds": time.monotonic() - started, "spark": client.runtime.has_spark}))
         return 3
@@ -208,6 +209,8 @@ def main(argv: list[str]) -> int:
     command, rest = argv[0], argv[1:]
     if command == "refresh":
         return _refresh(rest)
+    if command == "reload":
+        return _refresh([*rest, "--table"])
     if command == "read":
         return _read(rest)
     raise SystemExit(f"unknown worker command {command!r}")

@@ -1,8 +1,9 @@
 """Fault injection for crash tests: die at a named point of the refresh lifecycle.
 
-Configured by ``SPARKMV_FAULT=<point>[:<chunk>]`` and ``SPARKMV_FAULT_MODE=exit|kill|stall``
-(``os._exit(17)``, ``SIGKILL`` to itself, or ``SIGSTOP`` to itself: a live-but-stalled owner
-that continues when sent ``SIGCONT``), read once when the runtime is built and passed down
+Configured by ``SPARKMV_FAULT=<point>[:<chunk>]`` and
+``SPARKMV_FAULT_MODE=exit|kill|stall|stall-fail`` (``os._exit(17)``, ``SIGKILL`` to itself,
+``SIGSTOP`` to itself: a live-but-stalled owner that continues when sent ``SIGCONT``, or
+that stall followed by an :class:`InjectedFailure` when continued), read once when the runtime is built and passed down
 as a :class:`FaultInjector`. Points: ``after_chunk_staged``,
 ``before_progress_recorded``, ``after_progress_recorded``, ``before_publish``,
 ``after_publish``, ``during_cleanup``, ``during_load``, ``during_merge``.
@@ -25,7 +26,11 @@ POINTS = (
     "during_merge",
 )
 
-MODES = ("exit", "kill", "stall")
+MODES = ("exit", "kill", "stall", "stall-fail")
+
+
+class InjectedFailure(RuntimeError):
+    """The failure of a stalled owner when it continues (mode ``stall-fail``)."""
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,10 @@ class FaultInjector:
         """Die here when configured for ``point`` (and ``chunk``)."""
         if self.point != point or (self.chunk is not None and chunk != self.chunk):
             return
-        if self.mode == "stall":
+        if self.mode in ("stall", "stall-fail"):
             os.kill(os.getpid(), signal.SIGSTOP)
+            if self.mode == "stall-fail":
+                raise InjectedFailure(f"injected failure at {point} after a stall")
             return
         if self.mode == "kill":
             os.kill(os.getpid(), signal.SIGKILL)
