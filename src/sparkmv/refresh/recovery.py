@@ -57,22 +57,20 @@ def recover(rt: Runtime, sweep: bool = True) -> list[RecoveryOutcome]:
 
 
 def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
-    """Remove staged attempt directories of finished runs of IDLE MVs that no snapshot of
-    the MV references (never those of a live run)."""
-    with rt.catalog.transaction() as s:
-        rows = [r for r in rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW) if r.state == RefreshState.IDLE]
+    """Remove staged attempt directories of finished runs of IDLE MVs and refreshable
+    tables that no snapshot of the object's tables references (never those of a live run)."""
+    kinds = (ObjectKind.MATERIALIZED_VIEW, ObjectKind.REFRESHABLE_TABLE)
+    with rt.catalog.read() as s:
+        rows = [r for k in kinds for r in rt.catalog.objects.list(s, k) if r.state == RefreshState.IDLE]
         final = {
             r.id: {run.run_id for run in rt.catalog.runs.list(s, r.id) if RunState(run.state).is_final} for r in rows
         }
     outcomes: list[RecoveryOutcome] = []
     for row in rows:
-        name = ObjectName(row.namespace, row.name)
-        try:
-            data = Path(rt.iceberg.load(name).location().removeprefix("file://")) / "data"
-        except SparkMvError:
-            continue
+        tables = _tables(rt, row)
         candidates = [
             (run_id, attempt)
+            for data in tables.values()
             for run_dir in (data.iterdir() if data.is_dir() else [])
             if (run_id := _run_id_of(run_dir.name)) is not None and run_id in final[row.id]
             for attempt in run_dir.iterdir()
@@ -80,12 +78,29 @@ def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
         ]
         if not candidates:
             continue
-        gone = set(remove_unreferenced([a for _, a in candidates], rt.iceberg.referenced_files(name)))
+        referenced = {f for name in tables for f in rt.iceberg.referenced_files(name)}
+        gone = set(remove_unreferenced([a for _, a in candidates], referenced))
         for attempt in sorted(gone):
             log.info("removed orphan staging %s", attempt)
         cleaned = sorted({run_id for run_id, attempt in candidates if attempt in gone})
-        outcomes.extend(RecoveryOutcome(name.display, run_id, "cleaned") for run_id in cleaned)
+        display = ObjectName(row.namespace, row.name).display
+        outcomes.extend(RecoveryOutcome(display, run_id, "cleaned") for run_id in cleaned)
     return outcomes
+
+
+def _tables(rt: Runtime, row: ObjectRow) -> dict[ObjectName, Path]:
+    """The existing Iceberg tables runs of ``row`` commit to, with their data directories."""
+    from sparkmv.refresh.reload.options import changelog_name
+
+    name = ObjectName(row.namespace, row.name)
+    names = [name, changelog_name(name)] if row.kind == ObjectKind.REFRESHABLE_TABLE else [name]
+    out: dict[ObjectName, Path] = {}
+    for n in names:
+        try:
+            out[n] = Path(rt.iceberg.load(n).location().removeprefix("file://")) / "data"
+        except SparkMvError:
+            continue
+    return out
 
 
 def _run_id_of(directory: str) -> int | None:
