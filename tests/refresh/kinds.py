@@ -35,14 +35,18 @@ class JobKindCase:
         """Arguments of the worker of :mod:`tests.refresh.procs` refreshing the object."""
         return ["refresh", self.name] if self.kind == "mv" else ["reload", self.name]
 
-    def setup(self, make_client: Any, case_dir: Path, catalog_url: str | None = None) -> tuple[Any, Path]:
-        """Create and refresh the object once, then change its input; returns (client, home)."""
+    def setup(
+        self, make_client: Any, case_dir: Path, extra: dict[str, str] | None = None, catalog_url: str | None = None
+    ) -> tuple[Any, Path]:
+        """Create and refresh the object once, then change its input; returns (client,
+        home). ``extra``: more MV properties / table options."""
         home = case_dir / "home"
+        more = "".join(f", {k} = '{v}'" for k, v in (extra or {}).items())
         if self.kind == "mv":
             data = case_dir / "events"
             write_events(data, 1)
             client = make_client(home, catalog_url)
-            create_mv(client, data, STRICT_2, name=self.name)
+            create_mv(client, data, {**STRICT_2, **(extra or {})}, name=self.name)
             write_events(data, 2)  # every partition changed: three chunks to refresh
             return client, home
         src = case_dir / "src"
@@ -51,12 +55,16 @@ class JobKindCase:
         client.sql(
             f"CREATE TABLE {self.name} (id int, v string, PRIMARY KEY (id)) "
             f"WITH (connector = 'files', path = '{src}', format = 'csv', refresh_mode = 'FULL_RELOAD', "
-            "vnode_count = '4', lease_timeout_seconds = '2', lease_renew_seconds = '1', merge_batch_rows = '1')"
+            f"vnode_count = '4', lease_timeout_seconds = '2', lease_renew_seconds = '1', merge_batch_rows = '1'{more})"
         )
         refresh(client, self.name)
         write_csv(src, "a.csv", [(i, f"a{i}" if i > 5 else f"new{i}") for i in range(1, 16)])
         write_csv(src, "b.csv", [(i, f"b{i}") for i in range(21, 26)])
         return client, home
+
+    def refresh(self, client: Any) -> Any:
+        """Refresh the object in this process (``REFRESH MATERIALIZED VIEW`` / ``TABLE``)."""
+        return client.refresh(self.name) if self.kind == "mv" else client.refresh_table(self.name)
 
     def contents(self, client: Any) -> list[tuple[Any, ...]]:
         """The object's rows now."""

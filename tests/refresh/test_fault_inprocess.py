@@ -4,8 +4,8 @@ lease that expires, exactly as after a process death.
 
 - ``publish = per_chunk``: a chunk recorded but not yet committed when the crash came is
   committed by the resumed run (the MV never keeps stale partitions).
-- ``max_refresh_attempts``: a run that keeps crashing is abandoned: FAILED, staging
-  removed, the MV IDLE with its previous contents.
+- ``max_refresh_attempts``, for both job kinds: a run that keeps crashing is abandoned:
+  FAILED, staging removed, the object IDLE with its previous contents.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import pytest
 from sparkmv.names import ObjectName
 from sparkmv.refresh.faults import FaultInjector
 from tests.helpers import assert_mv_matches, rows_of
+from tests.refresh.kinds import KIND_IDS, KINDS, JobKindCase
 from tests.refresh.procs import QUERY, STRICT_2, create_mv, object_row, wait_lease_expired, write_events
 
 pytestmark = [pytest.mark.spark]
@@ -73,25 +74,32 @@ def test_per_chunk_publish_resumes_a_recorded_but_uncommitted_chunk(make_client:
         assert all(c.published for c in run.chunks(s, run_id))
 
 
-def test_a_run_that_keeps_crashing_is_abandoned(make_client: Any, tmp_path: Path) -> None:
-    client = _setup(make_client, tmp_path, max_refresh_attempts="2")
-    old = rows_of(client.table("mv"))
-    run_id = _crash(client, "after_chunk_staged", 1)
-    wait_lease_expired(client)
+@pytest.mark.parametrize("case", KINDS, ids=KIND_IDS)
+def test_a_run_that_keeps_crashing_is_abandoned(make_client: Any, tmp_path: Path, case: JobKindCase) -> None:
+    client, _home = case.setup(make_client, tmp_path, {"max_refresh_attempts": "2"})
+    old = case.contents(client)
+    client.runtime.faults = CrashAt("after_chunk_staged", 1)
+    with pytest.raises(SimulatedCrash):
+        case.refresh(client)
+    row = object_row(client, case.name)
+    assert row.state == "REFRESHING"
+    run_id, failures = int(row.current_run_id), row.consecutive_failures
+    wait_lease_expired(client, case.name)
     with pytest.raises(SimulatedCrash):
         client.recover()  # attempt 2 crashes at the same point
-    wait_lease_expired(client)
+    wait_lease_expired(client, case.name)
     client.runtime.faults = FaultInjector()
     outcomes = client.recover()  # attempt 3 > max_refresh_attempts: abandoned
     assert [(o.run_id, o.action) for o in outcomes if o.action != "cleaned"] == [(run_id, "abandoned")]
-    run = next(r for r in client.runs("mv") if r.run_id == run_id)
-    assert run.state == "FAILED" and "abandoned after 2 attempts" in (run.error or "")
-    assert object_row(client).state == "IDLE"
-    assert rows_of(client.table("mv")) == old, "the previous contents stay"
-    location = client.runtime.iceberg.load(ObjectName.parse("mv")).location().removeprefix("file://")
-    assert not (Path(location) / "data" / f"run-{run_id}").exists(), "staging removed"
-    assert client.refresh("mv").state == "SUCCESS"  # and the MV can be refreshed again
-    assert_mv_matches(client, "mv", QUERY)
+    run = next(r for r in client.runs(case.name) if r.run_id == run_id)
+    assert run.state == "FAILED" and run.error == "abandoned after 2 attempts"
+    row = object_row(client, case.name)
+    assert (row.state, row.consecutive_failures) == ("IDLE", failures + 1)
+    assert case.contents(client) == old, "the previous contents stay"
+    assert not any(root.exists() for root in case.staging_roots(client, run_id)), "staging removed"
+    again = case.refresh(client)  # and the object can be refreshed again
+    assert again.state == "SUCCESS", again.error
+    case.assert_matches(client, again.run_id)
 
 
 def test_vacuum_after_a_crash_keeps_the_live_run_and_the_current_snapshot(make_client: Any, tmp_path: Path) -> None:

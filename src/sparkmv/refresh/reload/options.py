@@ -41,6 +41,7 @@ _COMMON = {
     "merge_batch_rows",
     "lease_timeout_seconds",
     "lease_renew_seconds",
+    "max_refresh_attempts",
 }
 _FILES = {"path", "format", "match_pattern", "csv.header", "csv.delimiter"}
 _JDBC = {"url", "query", "user", "password", "driver"}
@@ -51,6 +52,7 @@ _INT_RANGES: dict[str, tuple[int, int, int]] = {
     "merge_batch_rows": (1, 2**62, 4_000_000),
     "lease_timeout_seconds": (2, 86400, 60),
     "lease_renew_seconds": (1, 3600, 10),
+    "max_refresh_attempts": (1, 100, 2),
 }
 
 
@@ -83,7 +85,7 @@ def parse_with_options(table: str, raw: dict[str, str]) -> dict[str, Any]:
     Returns:
         JSON-able dict: ``connector`` (None for a plain table), ``refresh_mode`` (None or
         ``FULL_RELOAD``), ``refresh_interval_sec`` (int or None), ``vnode_count``,
-        ``merge_batch_rows``, lease seconds, and the connector's own options (``path``,
+        ``merge_batch_rows``, lease seconds, ``max_refresh_attempts``, and the connector's own options (``path``,
         ``format``, ``match_pattern``, ``csv.header``, ``csv.delimiter`` / ``url``,
         ``query``, ``user``, ``password``, ``driver``).
 
