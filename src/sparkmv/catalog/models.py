@@ -127,7 +127,7 @@ class ProgressRow(Base):
     partitions: Mapped[list[Any]] = mapped_column(JSON, default=list)
     is_completed: Mapped[bool] = mapped_column(Boolean, default=False)
     position: Mapped[str | None] = mapped_column(Text, nullable=True)
-    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    outcome: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)
     processed_rows: Mapped[int] = mapped_column(BigInteger, default=0)
     bytes_written: Mapped[int] = mapped_column(BigInteger, default=0)
     files_written: Mapped[int] = mapped_column(Integer, default=0)

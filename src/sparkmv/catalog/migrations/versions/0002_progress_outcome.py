@@ -26,7 +26,7 @@ _progress = sa.table(
     sa.column("run_id", sa.BigInteger()),
     sa.column("chunk_id", sa.Integer()),
     sa.column("position", sa.Text()),
-    sa.column("outcome", sa.JSON()),
+    sa.column("outcome", sa.JSON(none_as_null=True)),
 )
 
 
@@ -51,6 +51,8 @@ def downgrade() -> None:
         sa.select(_progress.c.run_id, _progress.c.chunk_id, _progress.c.outcome).where(_progress.c.outcome.is_not(None))
     ).all()
     for run_id, chunk_id, outcome in rows:
+        if outcome is None:  # a JSON null
+            continue
         conn.execute(
             _progress.update()
             .where(_progress.c.run_id == run_id, _progress.c.chunk_id == chunk_id)
