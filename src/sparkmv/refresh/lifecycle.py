@@ -206,6 +206,7 @@ class RunLifecycle:
                 job.plan_from_json(stored)
             elif not self._plan(job, ctx):
                 return self._result(run_id)
+            monitor.checkpoint()
             self._prepare(job, ctx)
             self._run_chunks(job, ctx, monitor)
             monitor.checkpoint()

@@ -4,7 +4,7 @@ Every ``poll_seconds`` it reads the control commands of the run; every
 ``lease_renew_seconds`` it renews the lease with a compare-and-set. On CANCEL, or when
 the lease is lost, it cancels the run's Spark jobs at once (and again at every poll while
 a chunk is still running, so a job submitted right after the first cancel stops too); a
-long chunk stops within seconds and the executor sees the flags between chunks.
+long chunk stops within seconds and the lifecycle sees the flags between chunks.
 """
 
 from __future__ import annotations
