@@ -191,7 +191,7 @@ class _Run:
         listing: list[SourceFile] = listing_from_json(plan["listing"])
         load_started = time.monotonic()
         with self._job_group("load"):
-            staged = write_load(self.rt.spark, self.tdef, listing, directory)
+            staged = write_load(self.rt.spark, self.tdef, listing, directory, self.rt.settings.jdbc_jars)
         self.rt.faults.hit("during_load")
         plan = {**plan, "load": staged.to_json()}
         with self.catalog.transaction() as s:
