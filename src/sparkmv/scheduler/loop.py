@@ -30,7 +30,6 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -48,80 +47,16 @@ from sparkmv.scheduler import claims
 from sparkmv.scheduler.dag import topological_order
 from sparkmv.scheduler.due import check_due, initial_fire_time, retry_delay
 from sparkmv.scheduler.metrics import SchedulerMetrics
+from sparkmv.scheduler.report import FAILED_OUTCOMES, NodeResult, SchedulerConfig, TickReport, is_async, qualified
 from sparkmv.scheduler.runner import PendingRunExecutor
-from sparkmv.scheduler.table_runner import run_pending_table
+from sparkmv.scheduler.table_runner import TableReloads
+
+__all__ = ["NodeResult", "Scheduler", "SchedulerConfig", "TickReport", "run_scheduler"]
 
 log = logging.getLogger("sparkmv.scheduler")
 
-FAILED_OUTCOMES = frozenset({"FAILED", "UPSTREAM_FAILED", "LEASE_LOST"})
 
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """Tuning of one scheduler process.
-
-    Attributes:
-        max_concurrent: refreshes at once (independent DAG branches run in parallel).
-        poll_seconds: seconds between ticks.
-        retry_backoff_seconds: delay before the first retry of a failed run; doubled for
-            each further attempt (capped at 300 s).
-        stop_grace_seconds: after SIGTERM/SIGINT, how long a running refresh may go on
-            before it is cancelled (a second signal cancels at once).
-        recover: take over runs with expired leases at each tick.
-    """
-
-    max_concurrent: int = 1
-    poll_seconds: float = 1.0
-    retry_backoff_seconds: float = 2.0
-    stop_grace_seconds: float = 30.0
-    recover: bool = True
-
-
-@dataclass(frozen=True)
-class NodeResult:
-    """What one tick did for one object.
-
-    ``outcome`` is a run state (SUCCESS, SKIPPED, FAILED, CANCELLED, UPSTREAM_FAILED) when
-    a run ended, else one of IDLE (nothing due), WAITING (a retry's backoff), BUSY,
-    CLAIMED (another scheduler took it), LEASE_LOST, INACTIVE, SUSPENDED, STOPPING.
-    """
-
-    name: str
-    outcome: str
-    run_id: int | None = None
-    detail: str = ""
-
-
-@dataclass
-class TickReport:
-    """The result of one tick."""
-
-    now: datetime
-    results: dict[str, NodeResult] = field(default_factory=dict)
-    recovered: list[RecoveryOutcome] = field(default_factory=list)
-    cyclic: set[str] = field(default_factory=set)
-
-    def outcome(self, name: str) -> str | None:
-        """The outcome of object ``name`` (qualified or display), or None."""
-        key = ObjectName.parse(name, allow_reserved=True).qualified
-        result = self.results.get(key)
-        return result.outcome if result else None
-
-    @property
-    def refreshed(self) -> list[str]:
-        """Objects whose run ended SUCCESS or SKIPPED in this tick, in completion order."""
-        return [n for n, r in self.results.items() if r.outcome in ("SUCCESS", "SKIPPED")]
-
-
-def _qualified(row: ObjectRow) -> str:
-    return ObjectName(row.namespace, row.name).qualified
-
-
-def _is_async(row: ObjectRow) -> bool:
-    return (row.refresh_scheme or "").upper().startswith("ASYNC")
-
-
-class Scheduler:
+class Scheduler(TableReloads):
     """Finds due work and refreshes it; :meth:`tick` is one pass, :meth:`run` the loop.
 
     Args:
@@ -155,7 +90,7 @@ class Scheduler:
                 for r in self.rt.catalog.objects.list(s)
                 if r.kind in (ObjectKind.MATERIALIZED_VIEW, ObjectKind.REFRESHABLE_TABLE)
             ]
-        by_name = {_qualified(r): r for r in rows}
+        by_name = {qualified(r): r for r in rows}
         deps = {n: [b for b in (r.base_tables or []) if b in by_name] for n, r in by_name.items()}
         order, cyclic = topological_order(deps)
         report.cyclic = cyclic
@@ -203,7 +138,7 @@ class Scheduler:
                     report.results[running.pop(fut)] = fut.result()
 
     def _process(self, seen: ObjectRow, upstream: list[str], report: TickReport) -> NodeResult:
-        name = _qualified(seen)
+        name = qualified(seen)
         with self.rt.catalog.read() as s:
             row = s.get(ObjectRow, seen.id)
         if row is None:
@@ -220,7 +155,7 @@ class Scheduler:
         self._check_schedule(row, report.now, props)
         if failed_up:
             return self._upstream_failed(row, failed_up, report)
-        if _is_async(row) and row.schedule_every_seconds is None and not row.suspended:
+        if is_async(row) and row.schedule_every_seconds is None and not row.suspended:
             self._check_base_changes(row, props)
         return self._run_pending(row, report.now, props)
 
@@ -229,7 +164,7 @@ class Scheduler:
         """Queue a SCHEDULED run when the fire time passed (claimed by CAS)."""
         every = row.schedule_every_seconds
         name = ObjectName(row.namespace, row.name).display
-        if not every or not _is_async(row):
+        if not every or not is_async(row):
             return
         if row.suspended:
             log.debug("%s: schedule suspended (%s)", name, row.refresh_state_reason)
@@ -297,7 +232,7 @@ class Scheduler:
 
     # -- execution ----------------------------------------------------------------------------------
     def _run_pending(self, row: ObjectRow, now: datetime, props: MvProperties) -> NodeResult:
-        name = _qualified(row)
+        name = qualified(row)
         display = ObjectName(row.namespace, row.name).display
         pending = self.rt.catalog.scheduling.pending_runs(row.id)
         if not pending:
@@ -388,7 +323,7 @@ class Scheduler:
 
     def _upstream_failed(self, row: ObjectRow, failed_up: list[str], report: TickReport) -> NodeResult:
         """Mark automatic runs of ``row`` UPSTREAM_FAILED instead of running them."""
-        name = _qualified(row)
+        name = qualified(row)
         display = ObjectName(row.namespace, row.name).display
         ups = ", ".join(
             f"'{ObjectName.parse(u, allow_reserved=True).display}'"
@@ -397,80 +332,12 @@ class Scheduler:
         )
         error = f"upstream {ups} failed"
         # An on-change MV records the upstream refresh it would have followed but did not.
-        on_change = _is_async(row) and row.schedule_every_seconds is None and not row.suspended
+        on_change = is_async(row) and row.schedule_every_seconds is None and not row.suspended
         marked = self.rt.catalog.scheduling.mark_upstream_failed(row.id, error, on_change)
         if not marked:
             return NodeResult(name, "IDLE", detail=error)
         log.warning("%s: %s; run %s marked UPSTREAM_FAILED", display, error, ", ".join(map(str, marked)))
         return NodeResult(name, "UPSTREAM_FAILED", marked[0], error)
-
-    # -- refreshable tables -------------------------------------------------------------------------
-    def _process_table(self, row: ObjectRow, now: datetime) -> NodeResult:
-        """Execute a queued reload (``REFRESH TABLE ... WITH ASYNC MODE``) of a refreshable
-        table, or reload it when its ``refresh_interval_sec`` passed."""
-        from sparkmv.refresh.reload.executor import reload_table
-
-        name = _qualified(row)
-        display = ObjectName(row.namespace, row.name).display
-        if self.stopping:
-            return NodeResult(name, "IDLE")
-        pending = self.rt.catalog.scheduling.pending_runs(row.id)
-        if pending:
-            run_id = pending[0].run_id
-            log.info("%s: starting queued reload run %s (%s)", display, run_id, pending[0].trigger)
-            return self._reload(row, lambda: run_pending_table(self.rt, run_id), run_id)
-        raw = (row.options or {}).get("refresh_interval_sec")
-        if not raw:
-            return NodeResult(name, "IDLE")
-        interval = float(raw)
-        if row.last_trigger_time is not None and row.last_trigger_time + timedelta(seconds=interval) > now:
-            return NodeResult(name, "IDLE")
-        if row.state != RefreshState.IDLE:
-            log.info("%s: reload due but busy (%s, run %s); skipped", display, row.state, row.current_run_id)
-            if self.metrics is not None:
-                self.metrics.busy.labels(display).inc()
-            return NodeResult(name, "BUSY", row.current_run_id)
-        if not self.rt.catalog.scheduling.claim_reload(row.id, row.last_trigger_time):
-            log.info("%s: reload claimed by another scheduler", display)
-            return NodeResult(name, "CLAIMED")
-        log.info("%s: refresh_interval_sec %s passed; reloading", display, raw)
-        return self._reload(row, lambda: reload_table(self.rt, ObjectName(row.namespace, row.name), Trigger.SCHEDULED))
-
-    def _reload(
-        self, row: ObjectRow, execute: Callable[[], RefreshRun | None], run_id: int | None = None
-    ) -> NodeResult:
-        """Run one reload of a refreshable table and report its outcome."""
-        name = _qualified(row)
-        display = ObjectName(row.namespace, row.name).display
-        if run_id is not None:
-            with self._running_lock:
-                self._running[run_id] = row.id
-        try:
-            result = execute()
-        except BusyError as exc:
-            log.info("%s: busy, reload skipped: %s", display, exc)
-            if self.metrics is not None:
-                self.metrics.busy.labels(display).inc()
-            return NodeResult(name, "BUSY", run_id, str(exc))
-        except LeaseLostError as exc:
-            log.warning("%s: reload run %s lost its lease: %s", display, run_id, exc)
-            return NodeResult(name, "LEASE_LOST", run_id, str(exc))
-        except SparkMvError as exc:
-            log.error("%s: reload failed: %s", display, exc)
-            return NodeResult(name, "FAILED", run_id, str(exc))
-        finally:
-            if run_id is not None:
-                with self._running_lock:
-                    self._running.pop(run_id, None)
-        if result is None:
-            log.info("%s: reload run %s was started by another scheduler", display, run_id)
-            return NodeResult(name, "CLAIMED", run_id)
-        if self.metrics is not None:
-            self.metrics.observe_run(result)
-        log.info(
-            "%s: reload run %s %s%s", display, result.run_id, result.state, f": {result.error}" if result.error else ""
-        )
-        return NodeResult(name, result.state, result.run_id, result.error or result.reason or "")
 
     # -- recovery, stop, loop -------------------------------------------------------------------------
     def recover_expired(self) -> list[RecoveryOutcome]:
