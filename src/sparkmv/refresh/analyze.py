@@ -7,6 +7,7 @@ ACTIVE``) asks here for the schema a query produces, without importing Spark its
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 import pyarrow as pa
 from pyspark.errors import PySparkException
@@ -46,10 +47,14 @@ def base_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFr
     return df
 
 
-def query_schema(rt: Runtime, sql: str) -> pa.Schema:
-    """The Arrow schema (normalised for Iceberg) of SELECT ``sql`` over sparkmv tables.
-
-    Spark analyses the query over empty inputs: no data is read.
+def run_select(
+    rt: Runtime,
+    sql: str,
+    read_table: Callable[[Runtime, ObjectName, bool], DataFrame] = base_dataframe,
+    schema_only: bool = False,
+) -> DataFrame:
+    """Run SELECT ``sql`` on Spark with each referenced table read by ``read_table(rt, name,
+    empty)`` (default: :func:`base_dataframe`); ``schema_only`` reads empty inputs.
 
     Raises:
         ParseError: when it does not parse.
@@ -59,10 +64,21 @@ def query_schema(rt: Runtime, sql: str) -> pa.Schema:
     query = parse_query(sql)
     views: dict[ObjectName, str] = {}
     for name in referenced_tables(query):
-        view = f"__smv_s{next(_views)}"
-        base_dataframe(rt, name, empty=True).createOrReplaceTempView(view)
+        view = f"__smv_q{next(_views)}"
+        read_table(rt, name, schema_only).createOrReplaceTempView(view)
         views[name] = view
     try:
-        return spark_to_arrow(normalize_for_iceberg(rt.spark.sql(bind_tables(query, views))).schema)
+        return rt.spark.sql(bind_tables(query, views))
     except PySparkException as exc:
         raise AnalysisError(spark_error_text(exc)) from exc
+
+
+def query_schema(rt: Runtime, sql: str) -> pa.Schema:
+    """The Arrow schema (normalised for Iceberg) of SELECT ``sql`` over sparkmv tables.
+
+    Spark analyses the query over empty inputs: no data is read.
+
+    Raises:
+        ParseError, ObjectNotFoundError, AnalysisError: as :func:`run_select`.
+    """
+    return spark_to_arrow(normalize_for_iceberg(run_select(rt, sql, schema_only=True)).schema)
