@@ -4,9 +4,17 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format typecheck bench clean
+JDBC_JAR := /usr/share/java/postgresql.jar
 
-install: $(STAMP)
+.PHONY: install jdbc demo test lint lint-imports format typecheck bench clean
+
+install: $(STAMP) jdbc
+
+# The PostgreSQL JDBC driver for refreshable tables with connector 'jdbc' (and their tests):
+# Debian's package, installed only when its jar is missing (needs root or sudo).
+jdbc:
+	@test -f $(JDBC_JAR) || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y libpostgresql-jdbc-java; }
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -17,13 +25,18 @@ $(STAMP): pyproject.toml
 demo: install
 	SPARKMV_HOME=.sparkmv-demo $(BIN)/sparkmv demo --scale-factor $${SF:-1} --data data/tpch
 
-test: install
+test: install lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
 
 lint: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy src
+	$(BIN)/lint-imports
+
+# The layer contract of shared/DESIGN.md ([tool.importlinter] in pyproject.toml).
+lint-imports: install
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff format src tests bench

@@ -24,6 +24,11 @@ class Settings:
         warehouse: directory of Iceberg table data and metadata.
         spark_master: Spark master URL (``local[*]`` by default).
         spark_conf: extra Spark configuration, ``key -> value``.
+        jdbc_jars: JDBC driver jars from ``SPARKMV_JDBC_JARS`` (paths separated by
+            ``os.pathsep``); None when unset, empty when set to nothing (no driver jar:
+            PostgreSQL sources are then read with psycopg).
+        fault: fault injection point ``<point>[:<chunk>]`` from ``SPARKMV_FAULT`` (crash tests),
+            None when unset; fault_mode: ``exit``, ``kill`` or ``stall`` (``SPARKMV_FAULT_MODE``).
     """
 
     home: Path
@@ -31,6 +36,9 @@ class Settings:
     warehouse: Path
     spark_master: str = "local[*]"
     spark_conf: dict[str, str] = field(default_factory=dict)
+    jdbc_jars: tuple[str, ...] | None = None
+    fault: str | None = None
+    fault_mode: str = "exit"
 
     @classmethod
     def resolve(
@@ -42,7 +50,14 @@ class Settings:
         env: dict[str, str] | None = None,
     ) -> Settings:
         """Build settings from arguments, then ``SPARKMV_HOME``, ``SPARKMV_CATALOG_URL``,
-        ``SPARKMV_SPARK_MASTER``, then defaults (``./.sparkmv``, SQLite, ``local[*]``)."""
+        ``SPARKMV_SPARK_MASTER``, then defaults (``./.sparkmv``, SQLite, ``local[*]``); the
+        JDBC driver jars and fault injection come from the environment only.
+
+        >>> env = {"SPARKMV_JDBC_JARS": "/a.jar:/b.jar", "SPARKMV_FAULT": "before_publish"}
+        >>> s = Settings.resolve(home="/h", env=env)
+        >>> s.jdbc_jars, s.fault, s.fault_mode, s.catalog_url
+        (('/a.jar', '/b.jar'), 'before_publish', 'exit', 'sqlite:////h/catalog.db')
+        """
         environ = os.environ if env is None else env
         home_path = Path(home or environ.get("SPARKMV_HOME") or ".sparkmv").absolute()
         url = catalog_url or environ.get("SPARKMV_CATALOG_URL") or f"sqlite:///{home_path}/catalog.db"
@@ -53,9 +68,19 @@ class Settings:
             warehouse=home_path / "warehouse",
             spark_master=spark_master,
             spark_conf=dict(conf or {}),
+            jdbc_jars=_path_list(environ.get("SPARKMV_JDBC_JARS")),
+            fault=environ.get("SPARKMV_FAULT") or None,
+            fault_mode=environ.get("SPARKMV_FAULT_MODE") or "exit",
         )
 
     @property
     def is_sqlite(self) -> bool:
         """True when the catalog is a SQLite database."""
         return self.catalog_url.startswith("sqlite")
+
+
+def _path_list(raw: str | None) -> tuple[str, ...] | None:
+    """``a:b`` -> ``("a", "b")``; None stays None (unset differs from set-but-empty)."""
+    if raw is None:
+        return None
+    return tuple(p for p in raw.split(os.pathsep) if p)

@@ -188,16 +188,29 @@ def test_parquet_and_json_sources(client, tmp_path: Path) -> None:  # type: igno
 
 @pytest.mark.postgres
 @pytest.mark.parametrize("driver", ["jar", "psycopg"])
-def test_jdbc_source_on_postgresql(client, pg_url: str, driver: str, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
-    """Through Spark's JDBC source with the local driver jar, and without any jar (psycopg)."""
+def test_jdbc_source_on_postgresql(
+    client, pg_url: str, driver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """Through Spark's JDBC source with Debian's driver jar (``make install`` installs it), and
+    without any jar (psycopg); the password is named by a file, never stored."""
+    import dataclasses
+
     import psycopg
 
-    from sparkmv.refresh.reload import source
+    from sparkmv.refresh.reload import jdbc
 
-    if driver == "psycopg":
-        monkeypatch.setenv("SPARKMV_JDBC_JARS", "")
-    elif not source._jdbc_jars():
-        pytest.skip("no PostgreSQL JDBC driver jar on this machine (the psycopg variant covers the source)")
+    fallback_reads: list[str] = []
+    psycopg_read = jdbc._read_postgres_psycopg
+    monkeypatch.setattr(jdbc, "_added_jars", set())
+    monkeypatch.setattr(jdbc, "_read_postgres_psycopg", lambda *a: fallback_reads.append("psycopg") or psycopg_read(*a))
+    settings = client.runtime.settings
+    if driver == "psycopg":  # SPARKMV_JDBC_JARS set to nothing: no driver jar
+        client.runtime.settings = dataclasses.replace(settings, jdbc_jars=())
+    else:
+        assert jdbc.DEBIAN_JDBC_JAR.is_file(), "install the driver: apt-get install libpostgresql-jdbc-java"
+        client.runtime.settings = dataclasses.replace(settings, jdbc_jars=None)
+    secret = tmp_path / "pgpass"
+    secret.write_text("unused-with-trust-auth\n")
 
     conninfo = pg_url.replace("postgresql+psycopg://", "postgresql://")
     with psycopg.connect(conninfo, autocommit=True) as conn:
@@ -208,9 +221,14 @@ def test_jdbc_source_on_postgresql(client, pg_url: str, driver: str, monkeypatch
     client.sql(
         f"CREATE TABLE jt ({COLS}, PRIMARY KEY (id)) WITH (connector = 'jdbc', "
         f"url = 'jdbc:postgresql://{rest}?user={user}', query = 'SELECT id, v FROM src', "
-        f"refresh_mode = 'FULL_RELOAD', vnode_count = '4')"
+        f"password_file = '{secret}', refresh_mode = 'FULL_RELOAD', vnode_count = '4')"
     )
+    with client.runtime.catalog.read() as s:
+        stored = client.runtime.catalog.objects.find(s, ObjectName.parse("jt")).options
+    assert "unused-with-trust-auth" not in str(stored) and stored["password_file"] == str(secret)
     refresh(client, "jt")
+    assert jdbc._added_jars == ({str(jdbc.DEBIAN_JDBC_JAR)} if driver == "jar" else set())
+    assert fallback_reads == ([] if driver == "jar" else ["psycopg"])
     assert contents(client, "SELECT * FROM jt") == [(1, 10), (2, 20), (3, 30)]
     with psycopg.connect(conninfo, autocommit=True) as conn:
         conn.execute("UPDATE src SET v = 11 WHERE id = 1")

@@ -13,6 +13,7 @@ from sparkmv.catalog import ObjectKind, RefreshState
 from sparkmv.catalog.clock import utcnow
 from sparkmv.config import Settings
 from sparkmv.names import ObjectName
+from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.scheduler.loop import Scheduler
 from sparkmv.scheduler.metrics import SchedulerMetrics
@@ -23,8 +24,11 @@ def test_interval_passed_reloads_and_busy_is_skipped(tmp_path: Path, monkeypatch
 
     calls: list[tuple[str, str]] = []
 
-    def fake_reload(rt: Any, name: ObjectName, trigger: Any, progress: Any = None) -> None:
+    def fake_reload(rt: Any, name: ObjectName, trigger: Any, progress: Any = None) -> RefreshRun:
         calls.append((name.qualified, str(trigger)))
+        return RefreshRun(
+            len(calls), name.display, "SUCCESS", str(trigger), "FULL_RELOAD", None, 1, 1, 1, 1, 0, 0.1, None, None, None
+        )
 
     monkeypatch.setattr(reload_executor, "reload_table", fake_reload)
     rt = Runtime(Settings.resolve(home=tmp_path / "home"))

@@ -19,6 +19,7 @@ from sparkmv.catalog.control import ControlStore
 from sparkmv.catalog.database import Database
 from sparkmv.catalog.objects import ObjectStore
 from sparkmv.catalog.runs import RunStore
+from sparkmv.catalog.scheduling import SchedulingStore
 from sparkmv.catalog.versions import VersionStore
 
 
@@ -27,7 +28,10 @@ class Catalog:
 
     Attributes:
         url: SQLAlchemy URL.
-        objects, runs, versions, control: the stores, one per metadata table group.
+        objects, runs, versions, control: the stores, one per metadata table group
+            (methods inside a caller's session from :meth:`transaction`).
+        scheduling: the scheduler's claims and queue (:class:`SchedulingStore`); each
+            method owns its transaction.
     """
 
     objects = ObjectStore
@@ -38,6 +42,7 @@ class Catalog:
     def __init__(self, database: Database) -> None:
         self.db = database
         self.url = database.url
+        self.scheduling = SchedulingStore(database)
 
     @classmethod
     def open(cls, url: str) -> Catalog:

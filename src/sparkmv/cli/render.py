@@ -15,8 +15,8 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client, StatementResult
-    from sparkmv.client.status import MvStatus
     from sparkmv.refresh.result import RefreshRun
+    from sparkmv.services.status import MvStatus
 
 
 def _text(value: Any) -> str:

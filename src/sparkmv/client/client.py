@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
-from sparkmv.client.status import MvStatus, statuses
 from sparkmv.config import Settings
 from sparkmv.errors import ObjectNotFoundError, RefreshError
 from sparkmv.names import ObjectName
@@ -28,6 +27,7 @@ from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.recovery import RecoveryOutcome, expired_runs, recover
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.services.status import MvStatus, statuses
 from sparkmv.sql import statements as st
 from sparkmv.sql.parser import parse_statement
 
@@ -84,8 +84,8 @@ class Client:
 
     def execute(self, statement: str, progress: ProgressCallback | None = None) -> StatementResult:
         """Run one statement and return its result (DataFrame, message, refresh run)."""
-        from sparkmv.client import ddl
         from sparkmv.client.queries import run_query
+        from sparkmv.services import ddl
 
         stmt = parse_statement(statement)
         rt = self.runtime
@@ -97,31 +97,28 @@ class Client:
             case st.CreateMaterializedView():
                 message = ddl.create_materialized_view(rt, stmt)
                 if not stmt.deferred and "already exists" not in message:
-                    run = self.refresh(stmt.name.qualified, progress=progress)
+                    run = self.refresh(stmt.name, progress=progress)
                     return StatementResult(message=f"{message}; {_run_text(run)}", run=run)
                 return StatementResult(message=message)
             case st.CreateRefreshableTable():
-                from sparkmv.refresh.reload.ddl import create_refreshable_table
-
-                return StatementResult(message=create_refreshable_table(rt, stmt))
+                return StatementResult(message=ddl.create_table(rt, stmt))
             case st.RefreshMaterializedView():
                 if stmt.asynchronous:
-                    run = self.request_refresh(stmt.name.qualified, RefreshRequest(stmt.force, stmt.start, stmt.end))
-                    text = f"refresh of '{stmt.name}' queued as run {run.run_id}"
-                    if run.state == RunState.MERGED:
-                        text = f"refresh of '{stmt.name}' recorded as run {run.run_id}: {run.reason}"
-                    return StatementResult(message=text, run=run)
-                run = self.refresh(stmt.name.qualified, stmt.force, stmt.start, stmt.end, progress)
+                    request = RefreshRequest(stmt.force, stmt.start, stmt.end)
+                    return _queued_result(stmt.name, self.request_refresh(stmt.name, request))
+                run = self.refresh(stmt.name, stmt.force, stmt.start, stmt.end, progress)
                 return StatementResult(message=_run_text(run), run=run)
             case st.RefreshTable():
-                run = self.refresh_table(stmt.name.qualified, progress=progress)
+                if stmt.asynchronous:
+                    return _queued_result(stmt.name, self.request_table_refresh(stmt.name))
+                run = self.refresh_table(stmt.name, progress=progress)
                 return StatementResult(message=_run_text(run), run=run)
             case st.ExplainRefresh():
                 from sparkmv.client.explain import explain_refresh
 
                 return StatementResult(message=explain_refresh(rt, stmt.refresh))
             case st.CancelRefresh():
-                return StatementResult(message=self.cancel(stmt.name.qualified))
+                return StatementResult(message=self.cancel(stmt.name))
             case st.DropObject():
                 return StatementResult(message=ddl.drop_object(rt, stmt))
             case st.AlterMaterializedView():
@@ -135,7 +132,7 @@ class Client:
     # -- refresh ------------------------------------------------------------------------------------
     def refresh(
         self,
-        name: str,
+        name: str | ObjectName,
         force: bool = False,
         start: str | None = None,
         end: str | None = None,
@@ -156,29 +153,43 @@ class Client:
             ObjectNotFoundError: no such MV. InactiveError: the MV is inactive.
             BusyError: the MV is being refreshed (names state, run and owner).
         """
-        mv = ObjectName.parse(name)
+        mv = _object_name(name)
         request = RefreshRequest(force, start, end, automatic=trigger != Trigger.MANUAL)
         return refresh_mv(self.runtime, mv, trigger, request, progress)
 
-    def request_refresh(self, name: str, request: RefreshRequest | None = None) -> RefreshRun:
+    def request_refresh(self, name: str | ObjectName, request: RefreshRequest | None = None) -> RefreshRun:
         """Queue a refresh (``WITH ASYNC MODE``) for the scheduler; merged into a pending one."""
         from sparkmv.scheduler.requests import enqueue
 
-        return enqueue(self.runtime, ObjectName.parse(name), request or RefreshRequest())
+        return enqueue(self.runtime, _object_name(name), request or RefreshRequest())
 
-    def refresh_table(self, name: str, progress: ProgressCallback | None = None) -> RefreshRun:
+    def request_table_refresh(self, name: str | ObjectName) -> RefreshRun:
+        """Queue a reload of a refreshable table (``REFRESH TABLE ... WITH ASYNC MODE``) for the
+        scheduler; merged into a pending one.
+
+        Returns:
+            The PENDING run, or a MERGED run naming the pending run it was merged into.
+
+        Raises:
+            ObjectNotFoundError: no such table. RefreshError: the table is not refreshable.
+        """
+        from sparkmv.scheduler.requests import enqueue_table
+
+        return enqueue_table(self.runtime, _object_name(name))
+
+    def refresh_table(self, name: str | ObjectName, progress: ProgressCallback | None = None) -> RefreshRun:
         """``REFRESH TABLE``: reload a refreshable table from its associated source."""
         from sparkmv.refresh.jobs.reload import reload_table
 
-        return reload_table(self.runtime, ObjectName.parse(name), Trigger.MANUAL, progress)
+        return reload_table(self.runtime, _object_name(name), Trigger.MANUAL, progress)
 
     def recover(self) -> list[RecoveryOutcome]:
         """Resume every run whose lease expired (see :mod:`sparkmv.refresh.recovery`)."""
         return recover(self.runtime)
 
     # -- control ----------------------------------------------------------------------------------
-    def _control(self, name: str, command: ControlCommand) -> int:
-        obj = ObjectName.parse(name)
+    def _control(self, name: str | ObjectName, command: ControlCommand) -> int:
+        obj = _object_name(name)
         with self.runtime.catalog.transaction() as s:
             row = self.runtime.catalog.objects.get(s, obj)
             if row.state == RefreshState.IDLE or row.current_run_id is None:
@@ -186,14 +197,14 @@ class Client:
             self.runtime.catalog.control.send(s, row.id, row.current_run_id, command)
             return row.current_run_id
 
-    def cancel(self, name: str) -> str:
+    def cancel(self, name: str | ObjectName) -> str:
         """Cancel the running refresh of ``name`` (it stops within seconds, MV unchanged).
 
         Raises:
             RefreshError: when nothing is running.
         """
         run_id = self._control(name, ControlCommand.CANCEL)
-        return f"cancel requested for run {run_id} of '{ObjectName.parse(name)}'"
+        return f"cancel requested for run {run_id} of '{_object_name(name)}'"
 
     def pause(self, name: str) -> str:
         """Hold the running refresh of ``name`` before its next chunk."""
@@ -223,13 +234,13 @@ class Client:
     def runs(self, name: str, limit: int = 50) -> list[RefreshRun]:
         """Refresh runs of one object, newest first."""
         obj = ObjectName.parse(name)
-        with self.runtime.catalog.transaction() as s:
+        with self.runtime.catalog.read() as s:
             row = self.runtime.catalog.objects.get(s, obj)
             return [RefreshRun.from_row(r) for r in self.runtime.catalog.runs.list(s, row.id, limit)]
 
     def chunks(self, run_id: int) -> list[dict[str, Any]]:
         """Progress rows of one run: chunk id, partitions, completed, rows, files, attempts."""
-        with self.runtime.catalog.transaction() as s:
+        with self.runtime.catalog.read() as s:
             return [
                 {
                     "chunk_id": c.chunk_id,
@@ -261,7 +272,7 @@ class Client:
         self.close()
 
     def _show(self, what: str) -> DataFrame:
-        with self.runtime.catalog.transaction() as s:
+        with self.runtime.catalog.read() as s:
             rows = self.runtime.catalog.objects.list(s)
         if what == "MATERIALIZED VIEWS":
             data = [
@@ -281,7 +292,7 @@ class Client:
     def _describe(self, name: ObjectName) -> DataFrame:
         from sparkmv.client.queries import table_dataframe
 
-        with self.runtime.catalog.transaction() as s:
+        with self.runtime.catalog.read() as s:
             row = self.runtime.catalog.objects.find(s, name)
         if row is None and not self.runtime.iceberg.exists(name) and name.namespace != "sparkmv":
             raise ObjectNotFoundError(f"table or view '{name}' does not exist")
@@ -293,6 +304,18 @@ class Client:
             )
         data = [(f.name, f.dataType.simpleString(), f.name.lower() in parts) for f in df.schema.fields]
         return self.spark.createDataFrame(data, "column string, type string, is_partition boolean")
+
+
+def _queued_result(name: ObjectName, run: RefreshRun) -> StatementResult:
+    text = f"refresh of '{name}' queued as run {run.run_id}"
+    if run.state == RunState.MERGED:
+        text = f"refresh of '{name}' recorded as run {run.run_id}: {run.reason}"
+    return StatementResult(message=text, run=run)
+
+
+def _object_name(name: str | ObjectName) -> ObjectName:
+    """A statement's name is already parsed; a name given as text is parsed here, once."""
+    return name if isinstance(name, ObjectName) else ObjectName.parse(name)
 
 
 def _run_text(run: RefreshRun) -> str:

@@ -11,7 +11,7 @@ from sparkmv.sql.statements import RefreshMaterializedView
 
 def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
     """The plan a refresh would run now, and a description of the partition lineage."""
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
         versions = rt.catalog.versions.load(s, row.id)
     mv = MvDefinition.from_row(row)

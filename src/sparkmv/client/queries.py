@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-import itertools
-
-from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame
 
-from sparkmv.analysis.query import bind_tables, parse_query, referenced_tables
 from sparkmv.client.system_tables import SYSTEM_TABLES, system_table
-from sparkmv.errors import AnalysisError, ObjectNotFoundError, SparkMvError
+from sparkmv.errors import ObjectNotFoundError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.lifecycle import spark_error_text
+from sparkmv.refresh.analyze import base_dataframe, run_select
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources.resolve import pin_base, read_pinned
-
-_counter = itertools.count()
 
 
 def table_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFrame:
@@ -30,20 +23,7 @@ def table_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataF
         if empty:
             return rt.spark.createDataFrame([], SYSTEM_TABLES[name.name][0])
         return system_table(rt, name.name)
-    with rt.catalog.transaction() as s:
-        row = rt.catalog.objects.find(s, name)
-    if row is None and not rt.iceberg.exists(name):
-        raise ObjectNotFoundError(f"table or view '{name}' does not exist")
-    try:
-        pinned = pin_base(name, row, rt.iceberg)
-    except SparkMvError as exc:
-        raise ObjectNotFoundError(str(exc)) from exc
-    df = read_pinned(rt.spark, pinned)
-    if row is not None and row.kind == "REFRESHABLE_TABLE":
-        df = df.drop("_vnode")
-    if empty:
-        return rt.spark.createDataFrame([], df.schema)
-    return df
+    return base_dataframe(rt, name, empty)
 
 
 def run_query(rt: Runtime, sql: str, schema_only: bool = False) -> DataFrame:
@@ -54,13 +34,4 @@ def run_query(rt: Runtime, sql: str, schema_only: bool = False) -> DataFrame:
         ObjectNotFoundError: for an unknown table.
         AnalysisError: when Spark cannot analyse it (unknown column, type error).
     """
-    query = parse_query(sql)
-    views: dict[ObjectName, str] = {}
-    for name in referenced_tables(query):
-        view = f"__smv_q{next(_counter)}"
-        table_dataframe(rt, name, empty=schema_only).createOrReplaceTempView(view)
-        views[name] = view
-    try:
-        return rt.spark.sql(bind_tables(query, views))
-    except PySparkException as exc:
-        raise AnalysisError(spark_error_text(exc)) from exc
+    return run_select(rt, sql, table_dataframe, schema_only)

@@ -24,9 +24,9 @@ from pyspark.sql.types import (
 
 from sparkmv.catalog import ObjectKind
 from sparkmv.catalog.models import ObjectRow
-from sparkmv.client.status import statuses
 from sparkmv.names import ObjectName
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.services.status import statuses
 
 S, L, B, T, D = StringType(), LongType(), BooleanType(), TimestampNTZType(), DoubleType()
 
@@ -129,7 +129,7 @@ def materialized_views_rows(rt: Runtime) -> list[tuple[Any, ...]]:
 
 def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     """Rows of ``sparkmv.task_runs``, newest first."""
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         runs = rt.catalog.runs.list(s)
     return [
         (
@@ -162,7 +162,7 @@ def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
 
 def refresh_progress_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     """Rows of ``sparkmv.refresh_progress`` (one per chunk; ``vnode`` for refreshable tables)."""
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         runs = rt.catalog.runs.list(s, limit=200)
         out = []
         for r in runs:
@@ -188,7 +188,7 @@ def refresh_progress_rows(rt: Runtime) -> list[tuple[Any, ...]]:
 
 
 def _refreshable_rows(rt: Runtime) -> list[tuple[Any, ...]]:
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         rows = rt.catalog.objects.list(s, ObjectKind.REFRESHABLE_TABLE)
         out = []
         for t in rows:
@@ -213,7 +213,7 @@ def _refreshable_rows(rt: Runtime) -> list[tuple[Any, ...]]:
 def _tasks_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     from sparkmv.catalog import RunState
 
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         rows: list[ObjectRow] = rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW)
         out = []
         for r in rows:

@@ -1,4 +1,8 @@
-"""``sparkmv demo``: TPC-H end to end, checked against the queries recomputed from scratch."""
+"""``sparkmv demo``: TPC-H end to end, checked against the queries recomputed from scratch.
+
+The demo is an application of the public API (:class:`sparkmv.client.client.Client`) and is
+imported by nothing: the CLI dispatches to it by module name.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +11,8 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 from rich.console import Console
+from rich.table import Table
 
-from sparkmv.cli.render import print_rows, status_rows
 from sparkmv.client.client import Client
 from sparkmv.demo.data import DEMO_MVS, prepare
 
@@ -89,5 +93,10 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
 
 
 def _show_status(client: Client, console: Console) -> None:
-    cols, rows = status_rows(client.status())
-    print_rows(console, cols, rows, "table", title="materialized views")
+    table = Table(title="materialized views")
+    for column in ("name", "state", "rows", "partitions", "last refresh", "freshness"):
+        table.add_column(column)
+    for st in client.status():
+        fresh = "fresh" if st.is_fresh else f"stale ({st.stale_partitions} base partitions)"
+        table.add_row(st.name, st.state, str(st.rows), str(st.partitions), st.last_refresh_state or "", fresh)
+    console.print(table)

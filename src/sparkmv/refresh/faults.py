@@ -2,9 +2,9 @@
 
 Configured by ``SPARKMV_FAULT=<point>[:<chunk>]`` and
 ``SPARKMV_FAULT_MODE=exit|kill|stall|stall-fail`` (``os._exit(17)``, ``SIGKILL`` to itself,
-``SIGSTOP`` to itself: a live-but-stalled owner that continues when sent ``SIGCONT``, or
-that stall followed by an :class:`InjectedFailure` when continued), read once when the runtime is built and passed down
-as a :class:`FaultInjector`. Points: ``after_chunk_staged``,
+``SIGSTOP`` to itself: a live-but-stalled owner that continues when sent ``SIGCONT``, or that
+stall followed by an :class:`InjectedFailure` when continued), read once into :class:`sparkmv.config.Settings` and
+turned into a :class:`FaultInjector` when the runtime is built. Points: ``after_chunk_staged``,
 ``before_progress_recorded``, ``after_progress_recorded``, ``before_publish``,
 ``after_publish``, ``during_cleanup``, ``during_load``, ``during_merge``.
 """
@@ -42,16 +42,21 @@ class FaultInjector:
     mode: str = "exit"
 
     @classmethod
-    def from_env(cls, env: dict[str, str] | None = None) -> FaultInjector:
-        """Read ``SPARKMV_FAULT`` / ``SPARKMV_FAULT_MODE``; an inactive injector when unset."""
-        environ = os.environ if env is None else env
-        spec = environ.get("SPARKMV_FAULT")
+    def parse(cls, spec: str | None, mode: str = "exit") -> FaultInjector:
+        """The injector for ``<point>[:<chunk>]`` and ``mode``; an inactive one when ``spec``
+        is None or empty.
+
+        Raises:
+            ValueError: for an unknown point or mode.
+
+        >>> FaultInjector.parse("before_publish:2", "kill")
+        FaultInjector(point='before_publish', chunk=2, mode='kill')
+        """
         if not spec:
             return cls()
         point, _, chunk = spec.partition(":")
         if point not in POINTS:
             raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS)}")
-        mode = environ.get("SPARKMV_FAULT_MODE", "exit")
         if mode not in MODES:
             raise ValueError(f"unknown fault mode {mode!r}; known: {', '.join(MODES)}")
         return cls(point, int(chunk) if chunk else None, mode)

@@ -57,6 +57,26 @@ class RefreshRequest:
     end: str | None = None
     automatic: bool = False
 
+    def to_json(self) -> dict[str, Any]:
+        """The request as stored in a run's ``request_options`` (``automatic`` is not stored:
+        it follows from the run's trigger).
+
+        >>> RefreshRequest(True, "2026-01-01", None).to_json()
+        {'force': True, 'start': '2026-01-01', 'end': None}
+        """
+        return {"force": self.force, "start": self.start, "end": self.end}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any] | None, automatic: bool = False) -> RefreshRequest:
+        """Inverse of :meth:`to_json`; other keys of ``request_options`` (a schedule's due
+        time, a retry's attempt) are ignored.
+
+        >>> RefreshRequest.from_json({"force": True, "start": None, "end": "5", "attempt": 2}, automatic=True)
+        RefreshRequest(force=True, start=None, end='5', automatic=True)
+        """
+        opts = data or {}
+        return cls(bool(opts.get("force")), opts.get("start"), opts.get("end"), automatic)
+
     def in_range(self, value: PartitionValue) -> bool:
         """True when ``value`` is inside [start, end)."""
         if self.start is None and self.end is None:

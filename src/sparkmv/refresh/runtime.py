@@ -60,7 +60,7 @@ class Runtime:
         self.settings = settings
         self.catalog = catalog or Catalog.open(settings.catalog_url)
         self._spark = spark
-        self.faults = faults or FaultInjector.from_env()
+        self.faults = faults or FaultInjector.parse(settings.fault, settings.fault_mode)
         self.owner = Owner.current()
 
     @cached_property

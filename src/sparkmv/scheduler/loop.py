@@ -30,18 +30,15 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
-
-from sqlalchemy import update
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
 from sparkmv.catalog.clock import utcnow
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import BusyError, LeaseLostError, SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.planner import changed_partitions
+from sparkmv.refresh.freshness import freshness
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.recovery import RecoveryOutcome, expired_runs, recover
 from sparkmv.refresh.result import RefreshRun
@@ -50,79 +47,16 @@ from sparkmv.scheduler import claims
 from sparkmv.scheduler.dag import topological_order
 from sparkmv.scheduler.due import check_due, initial_fire_time, retry_delay
 from sparkmv.scheduler.metrics import SchedulerMetrics
+from sparkmv.scheduler.report import FAILED_OUTCOMES, NodeResult, SchedulerConfig, TickReport, is_async, qualified
 from sparkmv.scheduler.runner import run_pending
+from sparkmv.scheduler.table_runner import TableReloads
+
+__all__ = ["NodeResult", "Scheduler", "SchedulerConfig", "TickReport", "run_scheduler"]
 
 log = logging.getLogger("sparkmv.scheduler")
 
-FAILED_OUTCOMES = frozenset({"FAILED", "UPSTREAM_FAILED", "LEASE_LOST"})
 
-
-@dataclass(frozen=True)
-class SchedulerConfig:
-    """Tuning of one scheduler process.
-
-    Attributes:
-        max_concurrent: refreshes at once (independent DAG branches run in parallel).
-        poll_seconds: seconds between ticks.
-        retry_backoff_seconds: delay before the first retry of a failed run; doubled for
-            each further attempt (capped at 300 s).
-        stop_grace_seconds: after SIGTERM/SIGINT, how long a running refresh may go on
-            before it is cancelled (a second signal cancels at once).
-        recover: take over runs with expired leases at each tick.
-    """
-
-    max_concurrent: int = 1
-    poll_seconds: float = 1.0
-    retry_backoff_seconds: float = 2.0
-    stop_grace_seconds: float = 30.0
-    recover: bool = True
-
-
-@dataclass(frozen=True)
-class NodeResult:
-    """What one tick did for one object.
-
-    ``outcome`` is a run state (SUCCESS, SKIPPED, FAILED, CANCELLED, UPSTREAM_FAILED) when
-    a run ended, else one of IDLE (nothing due), WAITING (a retry's backoff), BUSY,
-    CLAIMED (another scheduler took it), LEASE_LOST, INACTIVE, SUSPENDED, STOPPING.
-    """
-
-    name: str
-    outcome: str
-    run_id: int | None = None
-    detail: str = ""
-
-
-@dataclass
-class TickReport:
-    """The result of one tick."""
-
-    now: datetime
-    results: dict[str, NodeResult] = field(default_factory=dict)
-    recovered: list[RecoveryOutcome] = field(default_factory=list)
-    cyclic: set[str] = field(default_factory=set)
-
-    def outcome(self, name: str) -> str | None:
-        """The outcome of object ``name`` (qualified or display), or None."""
-        key = ObjectName.parse(name, allow_reserved=True).qualified
-        result = self.results.get(key)
-        return result.outcome if result else None
-
-    @property
-    def refreshed(self) -> list[str]:
-        """Objects whose run ended SUCCESS or SKIPPED in this tick, in completion order."""
-        return [n for n, r in self.results.items() if r.outcome in ("SUCCESS", "SKIPPED")]
-
-
-def _qualified(row: ObjectRow) -> str:
-    return ObjectName(row.namespace, row.name).qualified
-
-
-def _is_async(row: ObjectRow) -> bool:
-    return (row.refresh_scheme or "").upper().startswith("ASYNC")
-
-
-class Scheduler:
+class Scheduler(TableReloads):
     """Finds due work and refreshes it; :meth:`tick` is one pass, :meth:`run` the loop.
 
     Args:
@@ -150,13 +84,13 @@ class Scheduler:
         report = TickReport(now)
         if self.config.recover and not self.stopping:
             report.recovered = self.recover_expired()
-        with self.rt.catalog.transaction() as s:
+        with self.rt.catalog.read() as s:
             rows = [
                 r
                 for r in self.rt.catalog.objects.list(s)
                 if r.kind in (ObjectKind.MATERIALIZED_VIEW, ObjectKind.REFRESHABLE_TABLE)
             ]
-        by_name = {_qualified(r): r for r in rows}
+        by_name = {qualified(r): r for r in rows}
         deps = {n: [b for b in (r.base_tables or []) if b in by_name] for n, r in by_name.items()}
         order, cyclic = topological_order(deps)
         report.cyclic = cyclic
@@ -204,8 +138,8 @@ class Scheduler:
                     report.results[running.pop(fut)] = fut.result()
 
     def _process(self, seen: ObjectRow, upstream: list[str], report: TickReport) -> NodeResult:
-        name = _qualified(seen)
-        with self.rt.catalog.transaction() as s:
+        name = qualified(seen)
+        with self.rt.catalog.read() as s:
             row = s.get(ObjectRow, seen.id)
         if row is None:
             return NodeResult(name, "IDLE", detail="dropped")
@@ -221,7 +155,7 @@ class Scheduler:
         self._check_schedule(row, report.now, props)
         if failed_up:
             return self._upstream_failed(row, failed_up, report)
-        if _is_async(row) and row.schedule_every_seconds is None and not row.suspended:
+        if is_async(row) and row.schedule_every_seconds is None and not row.suspended:
             self._check_base_changes(row, props)
         return self._run_pending(row, report.now, props)
 
@@ -230,27 +164,28 @@ class Scheduler:
         """Queue a SCHEDULED run when the fire time passed (claimed by CAS)."""
         every = row.schedule_every_seconds
         name = ObjectName(row.namespace, row.name).display
-        if not every or not _is_async(row):
+        if not every or not is_async(row):
             return
         if row.suspended:
             log.debug("%s: schedule suspended (%s)", name, row.refresh_state_reason)
             return
         if row.next_fire_time is None:
             first = initial_fire_time(row.schedule_start, every, now)
-            with self.rt.catalog.transaction() as s:
-                if claims.init_fire_time(s, row.id, first):
-                    log.info("%s: schedule %s: first fire at %s", name, row.refresh_scheme, first)
+            if self.rt.catalog.scheduling.init_fire_time(row.id, first):
+                log.info("%s: schedule %s: first fire at %s", name, row.refresh_scheme, first)
             return
         fire = check_due(row.next_fire_time, every, now)
         if fire is None:
             log.debug("%s: not due until %s", name, row.next_fire_time)
             return
-        with self.rt.catalog.transaction() as s:
-            if not claims.claim_fire(s, row.id, row.next_fire_time, fire):
-                log.info("%s: fire at %s claimed by another scheduler", name, fire.due_time)
-                return
-            opts = {"due": fire.due_time.isoformat(), "missed": fire.missed}
-            run, merged = claims.enqueue_run(s, row, Trigger.SCHEDULED, opts, props.task_priority)
+        opts = {"due": fire.due_time.isoformat(), "missed": fire.missed}
+        queued = self.rt.catalog.scheduling.claim_fire(
+            row.id, row.next_fire_time, fire.next_fire_time, fire.due_time, opts, props.task_priority
+        )
+        if queued is None:
+            log.info("%s: fire at %s claimed by another scheduler", name, fire.due_time)
+            return
+        run, merged = queued.run, queued.merged
         coalesced = f" ({fire.missed} missed fires coalesced)" if fire.missed > 1 else ""
         if merged:
             log.info("%s: due at %s%s; coalesced into pending run %s", name, fire.due_time, coalesced, run.run_id)
@@ -267,17 +202,8 @@ class Scheduler:
     def changed_base_tables(self, row: ObjectRow, props: MvProperties) -> list[str]:
         """Base tables of ``row`` whose current partitions differ from its version map,
         leaving out ``excluded_trigger_tables`` and ``excluded_refresh_tables``."""
-        from sparkmv.refresh.context import pin_all
-
         excluded = set(props.excluded_trigger_tables) | set(props.excluded_refresh_tables)
-        bases = [ObjectName.parse(t, allow_reserved=True) for t in row.base_tables or []]
-        bases = [b for b in bases if b.qualified not in excluded]
-        if not bases:
-            return []
-        with self.rt.catalog.transaction() as s:
-            versions = {k: v.version for k, v in self.rt.catalog.versions.load(s, row.id).items()}
-        pinned = pin_all(self.rt.catalog, self.rt.iceberg, bases)
-        return sorted(t for t, p in pinned.items() if changed_partitions(p, versions))
+        return freshness(self.rt.catalog, self.rt.iceberg, row.id, row.base_tables or [], excluded).changed_tables
 
     def _check_base_changes(self, row: ObjectRow, props: MvProperties) -> None:
         """Queue an ON_BASE_TABLE_CHANGE run when a non-excluded base table changed."""
@@ -285,9 +211,8 @@ class Scheduler:
         if row.state != RefreshState.IDLE:
             log.debug("%s: %s, base changes are checked after the run", name, row.state)
             return
-        with self.rt.catalog.transaction() as s:
-            if claims.pending_runs(s, row.id):
-                return
+        if self.rt.catalog.scheduling.pending_runs(row.id):
+            return
         try:
             changed = self.changed_base_tables(row, props)
         except SparkMvError as exc:
@@ -296,33 +221,30 @@ class Scheduler:
         if not changed:
             log.debug("%s: base tables unchanged", name)
             return
-        with self.rt.catalog.transaction() as s:
-            locked = claims.lock_object(s, row.id)
-            # Checked under the lock: a run that finished meanwhile consumed the changes.
-            if locked is None or locked.state != RefreshState.IDLE or locked.last_run_id != row.last_run_id:
-                log.info("%s: base changes seen while another run went on; checked again next tick", name)
-                return
-            reason = "changed: " + ", ".join(changed)
-            run, merged = claims.enqueue_run(s, locked, Trigger.ON_BASE_TABLE_CHANGE, {}, props.task_priority, reason)
-        log.info("%s: base table %s; %s run %s", name, reason, "coalesced into" if merged else "queued", run.run_id)
+        reason = "changed: " + ", ".join(changed)
+        # Checked under the row lock: a run that finished meanwhile consumed the changes.
+        queued = self.rt.catalog.scheduling.enqueue_on_change(row.id, row.last_run_id, props.task_priority, reason)
+        if queued is None:
+            log.info("%s: base changes seen while another run went on; checked again next tick", name)
+            return
+        how = "coalesced into" if queued.merged else "queued"
+        log.info("%s: base table %s; %s run %s", name, reason, how, queued.run.run_id)
 
     # -- execution ----------------------------------------------------------------------------------
     def _run_pending(self, row: ObjectRow, now: datetime, props: MvProperties) -> NodeResult:
-        name = _qualified(row)
+        name = qualified(row)
         display = ObjectName(row.namespace, row.name).display
-        with self.rt.catalog.transaction() as s:
-            pending = claims.pending_runs(s, row.id)
+        pending = self.rt.catalog.scheduling.pending_runs(row.id)
         if not pending:
             return NodeResult(name, "IDLE")
         run = pending[0]
         if row.suspended and run.trigger != Trigger.MANUAL:
-            with self.rt.catalog.transaction() as s:
-                claims.finish_pending(
-                    s, run.run_id, RunState.SKIPPED, f"schedule suspended: {row.refresh_state_reason}"
-                )
+            self.rt.catalog.scheduling.finish_pending(
+                run.run_id, RunState.SKIPPED, f"schedule suspended: {row.refresh_state_reason}"
+            )
             log.info("%s: schedule suspended; automatic run %s skipped", display, run.run_id)
             return NodeResult(name, "SUSPENDED", run.run_id)
-        start_at = claims.not_before(run)
+        start_at = run.not_before
         if start_at is not None and start_at > now:
             log.info("%s: retry run %s waits until %s", display, run.run_id, start_at)
             return NodeResult(name, "WAITING", run.run_id)
@@ -356,11 +278,9 @@ class Scheduler:
             f": {result.error}" if result.error else "",
         )
         if result.state == RunState.FAILED:
-            self._after_failure(row, run.run_id, run.trigger, dict(run.request_options or {}), result, props)
+            self._after_failure(row, run.run_id, run.trigger, dict(run.options), result, props)
         elif result.state == RunState.CANCELLED and run.run_id in self._cancelled_for_stop:
-            self._requeue(
-                row, run.trigger, dict(run.request_options or {}), props, f"run {run.run_id} cancelled at shutdown"
-            )
+            self._requeue(row, run.trigger, dict(run.options), props, f"run {run.run_id} cancelled at shutdown")
         return NodeResult(name, result.state, result.run_id, result.error or result.reason or "")
 
     def _after_failure(
@@ -368,40 +288,41 @@ class Scheduler:
     ) -> None:
         """Retry with backoff, or suspend the schedule after too many failures in a row."""
         display = ObjectName(row.namespace, row.name).display
-        with self.rt.catalog.transaction() as s:
-            fresh = self.rt.catalog.objects.by_id(s, row.id)
-            failures = fresh.consecutive_failures
-            if failures >= props.max_consecutive_failures:
-                reason = (
-                    f"schedule suspended after {failures} consecutive failed runs (last: run {run_id}: "
-                    f"{result.error}); ALTER MATERIALIZED VIEW {display} RESUME SCHEDULE resumes it"
-                )
-                self.rt.catalog.objects.set_fields(s, row.id, suspended=True, refresh_state_reason=reason)
-                log.error("%s: %s", display, reason)
-                return
-            attempt = int(opts.get("attempt", 1)) + 1
-            if attempt > props.max_refresh_attempts:
-                log.error("%s: run %s failed; no retry left (%d attempts)", display, run_id, attempt - 1)
-                return
-            delay = retry_delay(attempt, self.config.retry_backoff_seconds)
-            when = utcnow() + timedelta(seconds=delay)
-            new_opts = claims.with_not_before({**opts, "attempt": attempt, "retry_of": run_id}, when)
-            retry, merged = claims.enqueue_run(
-                s, fresh, Trigger(trigger), new_opts, props.task_priority, f"retry {attempt} of run {run_id}"
+        sched = self.rt.catalog.scheduling
+        with self.rt.catalog.read() as s:
+            failures = self.rt.catalog.objects.by_id(s, row.id).consecutive_failures
+        if failures >= props.max_consecutive_failures:
+            reason = (
+                f"schedule suspended after {failures} consecutive failed runs (last: run {run_id}: "
+                f"{result.error}); ALTER MATERIALIZED VIEW {display} RESUME SCHEDULE resumes it"
             )
-        if merged:
-            log.info("%s: run %s failed; a run is already queued (%s)", display, run_id, retry.run_id)
+            sched.suspend_schedule(row.id, reason)
+            log.error("%s: %s", display, reason)
+            return
+        attempt = int(opts.get("attempt", 1)) + 1
+        if attempt > props.max_refresh_attempts:
+            log.error("%s: run %s failed; no retry left (%d attempts)", display, run_id, attempt - 1)
+            return
+        delay = retry_delay(attempt, self.config.retry_backoff_seconds)
+        when = utcnow() + timedelta(seconds=delay)
+        new_opts = claims.with_not_before({**opts, "attempt": attempt, "retry_of": run_id}, when)
+        queued = sched.enqueue_run(
+            row.id, Trigger(trigger), new_opts, props.task_priority, f"retry {attempt} of run {run_id}"
+        )
+        if queued.merged:
+            log.info("%s: run %s failed; a run is already queued (%s)", display, run_id, queued.run.run_id)
         else:
-            log.info("%s: run %s failed; retry %d as run %s in %.1f s", display, run_id, attempt, retry.run_id, delay)
+            log.info(
+                "%s: run %s failed; retry %d as run %s in %.1f s", display, run_id, attempt, queued.run.run_id, delay
+            )
 
     def _requeue(self, row: ObjectRow, trigger: str, opts: dict[str, Any], props: MvProperties, why: str) -> None:
-        with self.rt.catalog.transaction() as s:
-            run, _ = claims.enqueue_run(s, row, Trigger(trigger), opts, props.task_priority, why)
-        log.info("%s: %s; queued again as run %s", ObjectName(row.namespace, row.name).display, why, run.run_id)
+        queued = self.rt.catalog.scheduling.enqueue_run(row.id, Trigger(trigger), opts, props.task_priority, why)
+        log.info("%s: %s; queued again as run %s", ObjectName(row.namespace, row.name).display, why, queued.run.run_id)
 
     def _upstream_failed(self, row: ObjectRow, failed_up: list[str], report: TickReport) -> NodeResult:
         """Mark automatic runs of ``row`` UPSTREAM_FAILED instead of running them."""
-        name = _qualified(row)
+        name = qualified(row)
         display = ObjectName(row.namespace, row.name).display
         ups = ", ".join(
             f"'{ObjectName.parse(u, allow_reserved=True).display}'"
@@ -409,78 +330,13 @@ class Scheduler:
             for u in failed_up
         )
         error = f"upstream {ups} failed"
-        marked: list[int] = []
-        with self.rt.catalog.transaction() as s:
-            for run in claims.pending_runs(s, row.id):
-                if claims.finish_pending(s, run.run_id, RunState.UPSTREAM_FAILED, error):
-                    marked.append(run.run_id)
-            if not marked and _is_async(row) and row.schedule_every_seconds is None and not row.suspended:
-                # On-change MV: the upstream refresh it would have followed did not happen.
-                claims.lock_object(s, row.id)
-                run = self.rt.catalog.runs.create(
-                    s,
-                    row.id,
-                    display,
-                    Trigger.ON_BASE_TABLE_CHANGE,
-                    RunState.UPSTREAM_FAILED,
-                    finished=utcnow(),
-                    error=error,
-                )
-                marked.append(run.run_id)
+        # An on-change MV records the upstream refresh it would have followed but did not.
+        on_change = is_async(row) and row.schedule_every_seconds is None and not row.suspended
+        marked = self.rt.catalog.scheduling.mark_upstream_failed(row.id, error, on_change)
         if not marked:
             return NodeResult(name, "IDLE", detail=error)
         log.warning("%s: %s; run %s marked UPSTREAM_FAILED", display, error, ", ".join(map(str, marked)))
         return NodeResult(name, "UPSTREAM_FAILED", marked[0], error)
-
-    # -- refreshable tables -------------------------------------------------------------------------
-    def _process_table(self, row: ObjectRow, now: datetime) -> NodeResult:
-        """Reload a refreshable table whose ``refresh_interval_sec`` passed."""
-        from sparkmv.refresh.jobs.reload import reload_table
-
-        name = _qualified(row)
-        display = ObjectName(row.namespace, row.name).display
-        raw = (row.options or {}).get("refresh_interval_sec")
-        if not raw or self.stopping:
-            return NodeResult(name, "IDLE")
-        interval = float(raw)
-        if row.last_trigger_time is not None and row.last_trigger_time + timedelta(seconds=interval) > now:
-            return NodeResult(name, "IDLE")
-        if row.state != RefreshState.IDLE:
-            log.info("%s: reload due but busy (%s, run %s); skipped", display, row.state, row.current_run_id)
-            if self.metrics is not None:
-                self.metrics.busy.labels(display).inc()
-            return NodeResult(name, "BUSY", row.current_run_id)
-        with self.rt.catalog.transaction() as s:
-            seen = (
-                ObjectRow.last_trigger_time.is_(None)
-                if row.last_trigger_time is None
-                else ObjectRow.last_trigger_time == row.last_trigger_time
-            )
-            claimed = s.execute(
-                update(ObjectRow)
-                .where(ObjectRow.id == row.id, ObjectRow.state == RefreshState.IDLE, seen)
-                .values(last_trigger_time=utcnow())
-                .execution_options(synchronize_session=False)
-            ).rowcount  # type: ignore[attr-defined]
-        if claimed != 1:
-            log.info("%s: reload claimed by another scheduler", display)
-            return NodeResult(name, "CLAIMED")
-        log.info("%s: refresh_interval_sec %s passed; reloading", display, raw)
-        try:
-            result = reload_table(self.rt, ObjectName(row.namespace, row.name), Trigger.SCHEDULED)
-        except BusyError as exc:
-            log.info("%s: busy, reload skipped: %s", display, exc)
-            if self.metrics is not None:
-                self.metrics.busy.labels(display).inc()
-            return NodeResult(name, "BUSY", detail=str(exc))
-        except SparkMvError as exc:
-            log.error("%s: reload failed: %s", display, exc)
-            return NodeResult(name, "FAILED", detail=str(exc))
-        state = str(getattr(result, "state", "SUCCESS"))
-        if self.metrics is not None and isinstance(result, RefreshRun):
-            self.metrics.observe_run(result)
-        log.info("%s: reload run %s %s", display, getattr(result, "run_id", None), state)
-        return NodeResult(name, state, getattr(result, "run_id", None))
 
     # -- recovery, stop, loop -------------------------------------------------------------------------
     def recover_expired(self) -> list[RecoveryOutcome]:

@@ -20,9 +20,11 @@ import time
 from typing import TYPE_CHECKING
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
-from sqlalchemy import func, select
 
-from sparkmv.catalog.models import TaskRunRow
+from sparkmv.catalog import ObjectKind
+from sparkmv.names import ObjectName
+from sparkmv.refresh.freshness import freshness
+from sparkmv.refresh.properties import MvProperties
 
 if TYPE_CHECKING:
     from sparkmv.refresh.result import RefreshRun
@@ -76,18 +78,22 @@ class SchedulerMetrics:
     def refresh_catalog_gauges(self, rt: Runtime, force: bool = False) -> None:
         """Runs by state (every call) and staleness per MV (at most every few seconds:
         it lists base tables)."""
-        with rt.catalog.transaction() as s:
-            counts = s.execute(select(TaskRunRow.state, func.count()).group_by(TaskRunRow.state)).all()
+        counts = rt.catalog.scheduling.run_counts()
         self.runs.clear()
-        for state, n in counts:
-            self.runs.labels(state).set(n)
+        for state, n in counts.items():
+            self.runs.labels(state.value).set(n)
         if not force and time.monotonic() - self._staleness_at < self._staleness_every:
             return
         self._staleness_at = time.monotonic()
-        from sparkmv.client.status import statuses
-
         try:
-            for st in statuses(rt):
-                self.staleness.labels(st.name).set(st.staleness_seconds)
+            with rt.catalog.read() as s:
+                mvs = rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW)
+            for mv in mvs:
+                seconds = 0.0  # never refreshed: nothing consumed to be stale against (as in status)
+                if mv.last_success_run_id is not None:
+                    excluded = MvProperties.parse(mv.properties or {}).excluded_refresh_tables
+                    fresh = freshness(rt.catalog, rt.iceberg, mv.id, mv.base_tables or [], excluded)
+                    seconds = round(fresh.staleness_seconds(), 3)
+                self.staleness.labels(ObjectName(mv.namespace, mv.name).display).set(seconds)
         except Exception as exc:
             log.warning("staleness metrics failed: %s", exc)

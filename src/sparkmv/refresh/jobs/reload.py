@@ -228,7 +228,7 @@ class TableReloadJob(Job[ReloadPlan]):
         directory = staging / f"load-a{ctx.attempt}"
         started = time.monotonic()
         with ctx.spark_scope("load"):
-            staged = write_load(self.rt.spark, self.tdef, self.plan.listing, directory)
+            staged = write_load(self.rt.spark, self.tdef, self.plan.listing, directory, self.rt.settings.jdbc_jars)
         self.rt.faults.hit("during_load")
         log.info(
             "run %s: staged %d source rows in %d vnodes (%.1f s)",

@@ -13,7 +13,8 @@ Every validation error is raised before anything is created.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
 import pyarrow as pa
 from pyspark.sql.types import (
@@ -31,6 +32,7 @@ from pyspark.sql.types import (
 
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import AnalysisError, InvalidPropertyError, ObjectExistsError
+from sparkmv.names import ObjectName
 from sparkmv.refresh.reload.options import (
     VNODE_COLUMN,
     Column,
@@ -39,8 +41,37 @@ from sparkmv.refresh.reload.options import (
     parse_with_options,
 )
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sql.statements import CreateRefreshableTable
 from sparkmv.storage.schema import schema_to_json, spark_to_arrow
+
+
+class ColumnSpec(Protocol):
+    """A declared column: name, Spark SQL type, NOT NULL."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def not_null(self) -> bool: ...
+
+
+class CreateRefreshableTable(Protocol):
+    """What ``CREATE TABLE name (cols, PRIMARY KEY (...)) [ON CONFLICT ...] WITH (...)`` declares
+    (the parsed statement, :class:`sparkmv.sql.statements.CreateRefreshableTable`, has this shape;
+    the refresh layer does not import statement types)."""
+
+    @property
+    def name(self) -> ObjectName: ...
+    @property
+    def columns(self) -> Sequence[ColumnSpec]: ...
+    @property
+    def primary_key(self) -> Sequence[str]: ...
+    @property
+    def on_conflict(self) -> str: ...
+    @property
+    def options(self) -> Mapping[str, str]: ...
+    @property
+    def if_not_exists(self) -> bool: ...
 
 
 def _iceberg_type(dtype: DataType) -> DataType:
@@ -118,7 +149,7 @@ def create_refreshable_table(rt: Runtime, stmt: CreateRefreshableTable) -> str:
     """
     name = stmt.name
     _check_columns(stmt)
-    options = parse_with_options(name.display, stmt.options)
+    options = parse_with_options(name.display, dict(stmt.options))
     with rt.catalog.transaction() as s:
         known = rt.catalog.objects.find(s, name) is not None
     if known or rt.iceberg.exists(name):

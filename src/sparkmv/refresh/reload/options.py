@@ -44,7 +44,7 @@ _COMMON = {
     "max_refresh_attempts",
 }
 _FILES = {"path", "format", "match_pattern", "csv.header", "csv.delimiter"}
-_JDBC = {"url", "query", "user", "password", "driver"}
+_JDBC = {"url", "query", "user", "password", "password_env", "password_file", "driver", "jars"}
 
 _INT_RANGES: dict[str, tuple[int, int, int]] = {
     # name: (min, max, default)
@@ -87,12 +87,13 @@ def parse_with_options(table: str, raw: dict[str, str]) -> dict[str, Any]:
         ``FULL_RELOAD``), ``refresh_interval_sec`` (int or None), ``vnode_count``,
         ``merge_batch_rows``, lease seconds, ``max_refresh_attempts``, and the connector's own options (``path``,
         ``format``, ``match_pattern``, ``csv.header``, ``csv.delimiter`` / ``url``,
-        ``query``, ``user``, ``password``, ``driver``).
+        ``query``, ``user``, ``password_env`` / ``password_file``, ``driver``, ``jars``).
 
     Raises:
         InvalidPropertyError: unknown option, connector or format; a missing required
             option; ``refresh_interval_sec`` not a positive integer or given without
-            ``refresh_mode = 'FULL_RELOAD'``; a ``path`` that does not exist.
+            ``refresh_mode = 'FULL_RELOAD'``; a ``path`` that does not exist; a JDBC
+            ``password`` in clear text (option or URL parameter; see :func:`_jdbc_options`).
     """
     opts = {k.strip().lower(): str(v) for k, v in raw.items()}
     connector = opts.get("connector")
@@ -136,20 +137,48 @@ def parse_with_options(table: str, raw: dict[str, str]) -> dict[str, Any]:
     if connector == "files":
         _files_options(table, opts, out)
     elif connector == "jdbc":
-        for key in ("url", "query"):
-            if not opts.get(key, "").strip():
-                raise InvalidPropertyError(f"Table '{table}': connector 'jdbc' needs option '{key}'")
-        url = opts["url"].strip()
-        if not url.startswith("jdbc:"):
-            raise InvalidPropertyError(f"Table '{table}': url must be a JDBC URL (jdbc:...), got '{url}'")
-        out.update(
-            url=url,
-            query=opts["query"],
-            user=opts.get("user"),
-            password=opts.get("password"),
-            driver=opts.get("driver"),
-        )
+        _jdbc_options(table, opts, out)
     return out
+
+
+def _jdbc_options(table: str, opts: dict[str, str], out: dict[str, Any]) -> None:
+    """Validate the JDBC options into ``out``. Passwords are never stored: ``password_env``
+    names an environment variable, ``password_file`` a file (absolute path) holding it;
+    ``jars`` lists driver jars that must exist."""
+    from sparkmv.refresh.reload.jdbc import is_env_name, split_jars, url_has_password
+
+    for key in ("url", "query"):
+        if not opts.get(key, "").strip():
+            raise InvalidPropertyError(f"Table '{table}': connector 'jdbc' needs option '{key}'")
+    url = opts["url"].strip()
+    if not url.startswith("jdbc:"):
+        raise InvalidPropertyError(f"Table '{table}': url must be a JDBC URL (jdbc:...), got '{url}'")
+    clear = "option 'password'" if "password" in opts else "a password in the url" if url_has_password(url) else None
+    if clear is not None:
+        raise InvalidPropertyError(
+            f"Table '{table}': {clear} would be stored in clear text in the catalog; "
+            "name an environment variable with password_env = 'VAR' or a file with password_file = '/path' instead"
+        )
+    env, path = opts.get("password_env", "").strip(), opts.get("password_file", "").strip()
+    if env and path:
+        raise InvalidPropertyError(f"Table '{table}': give password_env or password_file, not both")
+    if "password_env" in opts and not is_env_name(env):
+        raise InvalidPropertyError(f"Table '{table}': password_env must name an environment variable, got '{env}'")
+    if "password_file" in opts and not Path(path).is_absolute():
+        raise InvalidPropertyError(f"Table '{table}': password_file must be an absolute path, got '{path}'")
+    jars = split_jars(opts.get("jars", ""))
+    missing = next((j for j in jars if not Path(j).is_file()), None)
+    if missing is not None:
+        raise InvalidPropertyError(f"Table '{table}': jars: driver jar '{missing}' does not exist")
+    out.update(
+        url=url,
+        query=opts["query"],
+        user=opts.get("user"),
+        password_env=env or None,
+        password_file=path or None,
+        driver=opts.get("driver"),
+        jars=",".join(jars) or None,
+    )
 
 
 def _files_options(table: str, opts: dict[str, str], out: dict[str, Any]) -> None:

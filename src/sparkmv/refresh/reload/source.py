@@ -2,9 +2,9 @@
 
 Files: the listing (name, size, modification time) of the files matching ``match_pattern``
 directly under ``path`` is pinned in the run; loading reads exactly those files (and fails
-if one changed since). JDBC: the query is read through Spark's JDBC source with the
-PostgreSQL driver jar found locally (``SPARKMV_JDBC_JARS`` or the local Maven repository;
-nothing is downloaded); without a jar, PostgreSQL URLs are read with psycopg instead.
+if one changed since). JDBC: the query is read through Spark's JDBC source with a driver
+jar that is configured or installed, never downloaded (see :mod:`.jdbc`); without one,
+PostgreSQL URLs are read with psycopg instead.
 
 Loading checks every row (types, NULL keys/NOT NULL columns) with ``raise_error`` inside
 the Spark job, resolves duplicate keys (``OVERWRITE``: last in file-name order then row
@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import csv
 import fnmatch
-import glob
 import json
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlparse
 
 import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
@@ -32,6 +31,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
 from sparkmv.errors import SourceError
+from sparkmv.refresh.reload import jdbc
 from sparkmv.refresh.reload.options import VNODE_COLUMN, TableDef
 from sparkmv.storage.files import PARTITION_COPY
 
@@ -175,38 +175,9 @@ def _check_parquet_columns(tdef: TableDef, root: Path, files: list[SourceFile]) 
                 raise SourceError(f"Table '{tdef.name}': source file '{f.name}' has no column '{c.name}'")
 
 
-def _jdbc_jars() -> list[str]:
-    # SPARKMV_JDBC_JARS set (even empty) is the whole list: empty means "no driver jar",
-    # which reads PostgreSQL with psycopg.
-    env = os.environ.get("SPARKMV_JDBC_JARS")
-    if env is not None:
-        return [p for p in env.split(os.pathsep) if p]
-    found = glob.glob(os.path.expanduser("~/.m2/repository/org/postgresql/postgresql/*/postgresql-*.jar"))
-    return sorted(p for p in found if not p.endswith(("-sources.jar", "-javadoc.jar")))[-1:]
-
-
-_added_jars: set[str] = set()
-
-
-def _read_jdbc(spark: SparkSession, tdef: TableDef) -> DataFrame:
+def _read_jdbc(spark: SparkSession, tdef: TableDef, jars: Sequence[str] | None) -> DataFrame:
     """The JDBC query with the declared columns (by name), ``__smv_corrupt``, ``__smv_order``."""
-    opts = tdef.options
-    url: str = opts["url"]
-    jars = _jdbc_jars()
-    if jars or not url.startswith("jdbc:postgresql:"):
-        for jar in jars:
-            if jar not in _added_jars:
-                spark.sql(f"ADD JAR '{jar}'")
-                _added_jars.add(jar)
-        reader = spark.read.format("jdbc").option("url", url).option("query", opts["query"])
-        for key in ("user", "password", "driver"):
-            if opts.get(key):
-                reader = reader.option(key, opts[key])
-        if not opts.get("driver") and url.startswith("jdbc:postgresql:"):
-            reader = reader.option("driver", "org.postgresql.Driver")
-        raw = reader.load()
-    else:
-        raw = _read_postgres_psycopg(spark, url, opts)
+    raw = jdbc.read_query(spark, tdef.name.display, tdef.options, jars)
     checked = _cast_checked(tdef, raw, keep_metadata=False)
     order = F.struct(F.lit(0).alias("f"), F.lit(0).cast("long").alias("b"), F.monotonically_increasing_id().alias("r"))
     return checked.select(
@@ -239,30 +210,12 @@ def _cast_checked(tdef: TableDef, raw: DataFrame, keep_metadata: bool) -> DataFr
     return raw.select(*cols, corrupt.alias(CORRUPT), *extra)
 
 
-def _read_postgres_psycopg(spark: SparkSession, url: str, opts: dict[str, Any]) -> DataFrame:
-    """Fallback without a driver jar: run the query with psycopg, hand the rows to Spark."""
-    import psycopg
-
-    parsed = urlparse(url.removeprefix("jdbc:"))
-    params = {k: v[-1] for k, v in parse_qs(parsed.query).items()}
-    conninfo: dict[str, Any] = {
-        "host": parsed.hostname or "localhost",
-        "port": parsed.port or 5432,
-        "dbname": parsed.path.lstrip("/"),
-        "user": opts.get("user") or params.get("user"),
-        "password": opts.get("password") or params.get("password"),
-    }
-    kwargs: dict[str, Any] = {k: v for k, v in conninfo.items() if v is not None}
-    with psycopg.connect(**kwargs) as conn:
-        cur = conn.execute(opts["query"])
-        names = [d.name for d in cur.description or []]
-        rows = [tuple(None if v is None else str(v) for v in r) for r in cur.fetchall()]
-    schema = StructType([StructField(n, StringType(), True) for n in names])
-    return spark.createDataFrame(rows, schema)
-
-
-def source_dataframe(spark: SparkSession, tdef: TableDef, files: list[SourceFile]) -> DataFrame:
+def source_dataframe(
+    spark: SparkSession, tdef: TableDef, files: list[SourceFile], jdbc_jars: Sequence[str] | None = None
+) -> DataFrame:
     """The source rows, checked, with ``_vnode``, duplicates resolved, repartitioned by vnode.
+
+    ``jdbc_jars`` are the configured JDBC driver jars (:attr:`sparkmv.config.Settings.jdbc_jars`).
 
     Columns: the declared columns, then ``_vnode int``. Rows that do not fit the declared
     types or have a NULL key / NOT NULL column make the Spark job fail with a marked
@@ -276,7 +229,7 @@ def source_dataframe(spark: SparkSession, tdef: TableDef, files: list[SourceFile
         _check_unchanged(tdef, files)
         df = _read_files(spark, tdef, files)
     else:
-        df = _read_jdbc(spark, tdef)
+        df = _read_jdbc(spark, tdef, jdbc_jars)
     problem = F.when(
         F.col(CORRUPT).isNotNull(), F.concat(F.lit(f"{MARK}|parse|"), F.col("__smv_file"), F.lit("|"), F.col(CORRUPT))
     )
@@ -322,8 +275,16 @@ def _int() -> Any:
     return IntegerType()
 
 
-def write_load(spark: SparkSession, tdef: TableDef, files: list[SourceFile], directory: Path) -> StagedLoad:
+def write_load(
+    spark: SparkSession,
+    tdef: TableDef,
+    files: list[SourceFile],
+    directory: Path,
+    jdbc_jars: Sequence[str] | None = None,
+) -> StagedLoad:
     """Load the source into ``directory`` (replacing it), one sub-directory per vnode.
+
+    ``jdbc_jars``: the configured JDBC driver jars (:attr:`sparkmv.config.Settings.jdbc_jars`).
 
     Raises:
         SourceError: a row does not fit the declared types, a key column is NULL, or a
@@ -332,7 +293,7 @@ def write_load(spark: SparkSession, tdef: TableDef, files: list[SourceFile], dir
     if directory.exists():
         shutil.rmtree(directory)
     try:
-        df = source_dataframe(spark, tdef, files)
+        df = source_dataframe(spark, tdef, files, jdbc_jars)
         df.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(
             str(directory)
         )

@@ -1,11 +1,13 @@
-"""Creating, altering and dropping external tables and materialized views."""
+"""DDL: creating, altering and dropping external tables, refreshable tables and materialized views.
+
+The one implementation of DDL, called by the client's statement dispatch. It needs no Spark
+import of its own: a query's output schema comes from :func:`sparkmv.refresh.analyze.query_schema`.
+"""
 
 from __future__ import annotations
 
 import logging
 from datetime import datetime
-
-from pyspark.errors import PySparkException
 
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.catalog import ObjectKind, RefreshState
@@ -18,25 +20,26 @@ from sparkmv.errors import (
     SparkMvError,
 )
 from sparkmv.names import ObjectName
-from sparkmv.refresh.lifecycle import spark_error_text
+from sparkmv.refresh.analyze import query_schema
 from sparkmv.refresh.properties import MvProperties, validate
+from sparkmv.refresh.reload.ddl import create_refreshable_table
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import parquet
 from sparkmv.sql.statements import (
     AlterMaterializedView,
     CreateExternalTable,
     CreateMaterializedView,
+    CreateRefreshableTable,
     DropObject,
     RefreshScheme,
 )
-from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
 
 log = logging.getLogger("sparkmv.ddl")
 
 
 def _exists(rt: Runtime, name: ObjectName) -> bool:
     # Never call pyiceberg inside a catalog transaction: on SQLite both share one lock.
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         known = rt.catalog.objects.find(s, name) is not None
     return known or rt.iceberg.exists(name)
 
@@ -70,6 +73,12 @@ def create_external_table(rt: Runtime, stmt: CreateExternalTable) -> str:
     return f"created external table '{stmt.name}'{parts}"
 
 
+def create_table(rt: Runtime, stmt: CreateRefreshableTable) -> str:
+    """``CREATE TABLE ... PRIMARY KEY ... WITH (...)``: a refreshable table (see
+    :func:`sparkmv.refresh.reload.ddl.create_refreshable_table` for what is created and raised)."""
+    return create_refreshable_table(rt, stmt)
+
+
 def _check_dependencies(rt: Runtime, mv: ObjectName, bases: list[ObjectName]) -> None:
     for base in bases:
         if base == mv:
@@ -80,7 +89,7 @@ def _check_dependencies(rt: Runtime, mv: ObjectName, bases: list[ObjectName]) ->
             raise AnalysisError(f"table or view '{base}' does not exist")
     from sparkmv.scheduler.dag import check_no_cycle
 
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         rows = rt.catalog.objects.list(s)
         deps = {ObjectName(r.namespace, r.name).qualified: list(r.base_tables or []) for r in rows}
     check_no_cycle(
@@ -96,8 +105,6 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
         AnalysisError: unknown table/column, type errors, PARTITION BY not produced.
         InvalidPropertyError: bad property.
     """
-    from sparkmv.client.queries import run_query
-
     props = validate(stmt.properties)
     MvProperties.parse(props)
     if _exists(rt, stmt.name):
@@ -107,18 +114,14 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
     query = parse_query(stmt.query)
     bases = referenced_tables(query)
     _check_dependencies(rt, stmt.name, bases)
-    try:
-        df = normalize_for_iceberg(run_query(rt, stmt.query, schema_only=True))
-        schema = df.schema
-    except PySparkException as exc:
-        raise AnalysisError(spark_error_text(exc)) from exc
-    columns = [f.name.lower() for f in schema.fields]
+    schema = query_schema(rt, stmt.query)
+    columns = [f.name.lower() for f in schema]
     if stmt.partition_by is not None and stmt.partition_by not in columns:
         raise AnalysisError(
             f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
         )
-    partition_by = next((f.name for f in schema.fields if f.name.lower() == stmt.partition_by), None)
-    rt.iceberg.create_table(stmt.name, spark_to_arrow(schema), partition_by)
+    partition_by = next((f.name for f in schema if f.name.lower() == stmt.partition_by), None)
+    rt.iceberg.create_table(stmt.name, schema, partition_by)
     try:
         with rt.catalog.transaction() as s:
             rt.catalog.objects.insert(
@@ -222,8 +225,6 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
             return f"materialized view '{stmt.name}' is inactive"
         definition, base_tables, object_id = row.definition or "", list(row.base_tables or []), row.id
     # ACTIVE: re-analyse against the base tables as they are now.
-    from sparkmv.client.queries import run_query
-
     reason = None
     try:
         for base in base_tables:
@@ -235,9 +236,9 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
         problem = next((p for p in map(schema_problem, pin_all(rt.catalog, rt.iceberg, bases).values()) if p), None)
         if problem is not None:
             raise AnalysisError(problem)
-        new_schema = normalize_for_iceberg(run_query(rt, definition, schema_only=True)).schema
+        new_schema = query_schema(rt, definition)
         table_schema = rt.iceberg.load(stmt.name).schema().as_arrow()
-        if [f.name.lower() for f in new_schema.fields] != [f.name.lower() for f in table_schema]:
+        if [f.name.lower() for f in new_schema] != [f.name.lower() for f in table_schema]:
             raise AnalysisError("the query's output columns changed")
     except SparkMvError as exc:
         reason = str(exc)

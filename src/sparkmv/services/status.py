@@ -1,8 +1,12 @@
-"""Status of materialized views: state, size, last refresh, freshness and staleness."""
+"""Status of materialized views: state, size, last refresh, freshness and staleness.
+
+The one status service, used by the client (``sparkmv status``, ``sparkmv.materialized_views``)
+and by front ends; freshness itself is decided by :mod:`sparkmv.refresh.freshness`, which the
+scheduler uses too.
+"""
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -10,8 +14,7 @@ from sparkmv.catalog import ObjectKind, RunState
 from sparkmv.catalog.models import ObjectRow, TaskRunRow
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.context import pin_all
-from sparkmv.refresh.planner import changed_partitions
+from sparkmv.refresh.freshness import freshness
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage.iceberg import IcebergStore
@@ -68,25 +71,12 @@ def _size(store: IcebergStore, name: ObjectName) -> tuple[int, int]:
 def _freshness(rt: Runtime, row: ObjectRow) -> tuple[bool, int, float]:
     if row.last_success_run_id is None:
         return False, 0, 0.0
+    excluded = MvProperties.parse(row.properties or {}).excluded_refresh_tables
     try:
-        pinned = pin_all(rt.catalog, rt.iceberg, [ObjectName.parse(t, allow_reserved=True) for t in row.base_tables])
+        fresh = freshness(rt.catalog, rt.iceberg, row.id, row.base_tables or [], excluded)
     except SparkMvError:
         return False, 0, 0.0
-    with rt.catalog.transaction() as s:
-        versions = {k: v.version for k, v in rt.catalog.versions.load(s, row.id).items()}
-    excluded = set(MvProperties.parse(row.properties or {}).excluded_refresh_tables)
-    stale = 0
-    oldest: float | None = None
-    for table, p in pinned.items():
-        if table in excluded:
-            continue
-        for path in changed_partitions(p, versions):
-            stale += 1
-            part = p.partitions.get(path)
-            when = part.changed_at if part and part.changed_at else time.time()
-            oldest = when if oldest is None else min(oldest, when)
-    staleness = max(0.0, time.time() - oldest) if oldest is not None else 0.0
-    return stale == 0, stale, staleness
+    return fresh.is_fresh, fresh.stale_partitions, fresh.staleness_seconds()
 
 
 def mv_status(rt: Runtime, row: ObjectRow, last: TaskRunRow | None, freshness: bool = True) -> MvStatus:
@@ -130,7 +120,7 @@ def statuses(rt: Runtime, name: ObjectName | None = None) -> list[MvStatus]:
     Raises:
         ObjectNotFoundError: when ``name`` is not an MV.
     """
-    with rt.catalog.transaction() as s:
+    with rt.catalog.read() as s:
         if name is not None:
             rows = [rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW)]
         else:

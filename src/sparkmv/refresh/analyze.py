@@ -1,0 +1,84 @@
+"""Reading sparkmv tables as DataFrames and analysing a query's output schema in Spark.
+
+The Spark side of DDL: the services layer (``CREATE MATERIALIZED VIEW``, ``ALTER ...
+ACTIVE``) asks here for the schema a query produces, without importing Spark itself.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+
+import pyarrow as pa
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame
+
+from sparkmv.analysis.query import bind_tables, parse_query, referenced_tables
+from sparkmv.catalog import ObjectKind
+from sparkmv.errors import AnalysisError, ObjectNotFoundError, SparkMvError
+from sparkmv.names import ObjectName
+from sparkmv.refresh.lifecycle import spark_error_text
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources.resolve import pin_base, read_pinned
+from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
+
+_views = itertools.count()
+
+
+def base_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFrame:
+    """The current contents of a base table, MV or refreshable table (``empty``: schema only).
+
+    Raises:
+        ObjectNotFoundError: when nothing has that name.
+    """
+    with rt.catalog.read() as s:
+        row = rt.catalog.objects.find(s, name)
+    if row is None and not rt.iceberg.exists(name):
+        raise ObjectNotFoundError(f"table or view '{name}' does not exist")
+    try:
+        pinned = pin_base(name, row, rt.iceberg)
+    except SparkMvError as exc:
+        raise ObjectNotFoundError(str(exc)) from exc
+    df = read_pinned(rt.spark, pinned)
+    if row is not None and row.kind == ObjectKind.REFRESHABLE_TABLE:
+        df = df.drop("_vnode")
+    if empty:
+        return rt.spark.createDataFrame([], df.schema)
+    return df
+
+
+def run_select(
+    rt: Runtime,
+    sql: str,
+    read_table: Callable[[Runtime, ObjectName, bool], DataFrame] = base_dataframe,
+    schema_only: bool = False,
+) -> DataFrame:
+    """Run SELECT ``sql`` on Spark with each referenced table read by ``read_table(rt, name,
+    empty)`` (default: :func:`base_dataframe`); ``schema_only`` reads empty inputs.
+
+    Raises:
+        ParseError: when it does not parse.
+        ObjectNotFoundError: for an unknown table.
+        AnalysisError: when Spark cannot analyse it (unknown column, type error).
+    """
+    query = parse_query(sql)
+    views: dict[ObjectName, str] = {}
+    for name in referenced_tables(query):
+        view = f"__smv_q{next(_views)}"
+        read_table(rt, name, schema_only).createOrReplaceTempView(view)
+        views[name] = view
+    try:
+        return rt.spark.sql(bind_tables(query, views))
+    except PySparkException as exc:
+        raise AnalysisError(spark_error_text(exc)) from exc
+
+
+def query_schema(rt: Runtime, sql: str) -> pa.Schema:
+    """The Arrow schema (normalised for Iceberg) of SELECT ``sql`` over sparkmv tables.
+
+    Spark analyses the query over empty inputs: no data is read.
+
+    Raises:
+        ParseError, ObjectNotFoundError, AnalysisError: as :func:`run_select`.
+    """
+    return spark_to_arrow(normalize_for_iceberg(run_select(rt, sql, schema_only=True)).schema)
