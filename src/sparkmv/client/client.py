@@ -18,20 +18,24 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
-from sparkmv.client.status import MvStatus, statuses
 from sparkmv.config import Settings
-from sparkmv.errors import ObjectNotFoundError, RefreshError
+from sparkmv.errors import ObjectNotFoundError, RefreshError, RefreshFailedError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.executor import ProgressCallback, RefreshExecutor
-from sparkmv.refresh.planner import RefreshRequest
-from sparkmv.refresh.recovery import RecoveryOutcome, expired_runs, recover
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sql import statements as st
-from sparkmv.sql.parser import parse_statement
 
+# Everything that pulls in pyspark, pyiceberg or sqlglot is imported where it is used, so
+# that catalog-only commands (status of runs, cancel, pause, resume) start fast.
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from sparkmv.client.status import MvStatus
+    from sparkmv.refresh.executor import ProgressCallback
+    from sparkmv.refresh.planner import RefreshRequest
+    from sparkmv.refresh.recovery import RecoveryOutcome
+
+FAILED_STATES = (RunState.FAILED, RunState.CANCELLED)
+"""Final states of a synchronous refresh that ``raise_on_failure`` turns into an error."""
 
 
 @dataclass(frozen=True)
@@ -68,23 +72,53 @@ class Client:
     ) -> None:
         self.settings = Settings.resolve(home, catalog_url, master, conf)
         self.runtime = Runtime(self.settings, spark=spark)
-        if recover and expired_runs(self.runtime):
+        if recover and self._has_expired_runs():
             self.recover()
 
+    def _has_expired_runs(self) -> bool:
+        with self.runtime.catalog.read() as s:
+            return bool(self.runtime.catalog.objects.expired_leases(s))
+
     # -- statements -----------------------------------------------------------------------------
-    def sql(self, statement: str) -> DataFrame | None:
+    def sql(self, statement: str, raise_on_failure: bool = False) -> DataFrame | None:
         """Run one statement; a DataFrame for queries (SELECT, SHOW, DESCRIBE), else None.
+
+        A refresh whose run ends FAILED or CANCELLED is not an error by default (the run is
+        recorded; :meth:`execute` returns it); with ``raise_on_failure=True`` it raises
+        :class:`RefreshFailedError` carrying the run.
 
         Raises:
             ParseError, AnalysisError, ObjectNotFoundError, ObjectExistsError, BusyError, ...:
             every error derives from :class:`SparkMvError`.
         """
-        return self.execute(statement).dataframe
+        return self.execute(statement, raise_on_failure=raise_on_failure).dataframe
 
-    def execute(self, statement: str, progress: ProgressCallback | None = None) -> StatementResult:
-        """Run one statement and return its result (DataFrame, message, refresh run)."""
+    def execute(
+        self, statement: str, progress: ProgressCallback | None = None, raise_on_failure: bool = False
+    ) -> StatementResult:
+        """Run one statement and return its result (DataFrame, message, refresh run).
+
+        Returns:
+            The result; for a synchronous refresh (``REFRESH MATERIALIZED VIEW``,
+            ``REFRESH TABLE``, the first build of ``CREATE MATERIALIZED VIEW``) ``run`` is
+            the finished run, whatever its state.
+
+        Raises:
+            RefreshFailedError: with ``raise_on_failure=True``, when that run ended FAILED or
+                CANCELLED (SKIPPED and MERGED are successes).
+            SparkMvError: every other error (see :meth:`sql`).
+        """
+        result = self._execute(statement, progress)
+        if raise_on_failure and result.run is not None:
+            check_run(result.run)
+        return result
+
+    def _execute(self, statement: str, progress: ProgressCallback | None) -> StatementResult:
         from sparkmv.client import ddl
         from sparkmv.client.queries import run_query
+        from sparkmv.refresh.planner import RefreshRequest
+        from sparkmv.sql import statements as st
+        from sparkmv.sql.parser import parse_statement
 
         stmt = parse_statement(statement)
         rt = self.runtime
@@ -140,6 +174,8 @@ class Client:
         end: str | None = None,
         progress: ProgressCallback | None = None,
         trigger: Trigger = Trigger.MANUAL,
+        *,
+        raise_on_failure: bool = False,
     ) -> RefreshRun:
         """Refresh materialized view ``name`` synchronously.
 
@@ -147,17 +183,25 @@ class Client:
             force: refresh every partition in range, changed or not.
             start / end: partition range (start inclusive, end exclusive).
             progress: called after each chunk with (chunks done, chunks planned, rows).
+            raise_on_failure: raise instead of returning a FAILED or CANCELLED run.
 
         Returns:
-            The finished run (state SUCCESS, SKIPPED, FAILED or CANCELLED).
+            The finished run (state SUCCESS, SKIPPED, FAILED or CANCELLED): a failed
+            refresh is returned, not raised, unless ``raise_on_failure``.
 
         Raises:
             ObjectNotFoundError: no such MV. InactiveError: the MV is inactive.
             BusyError: the MV is being refreshed (names state, run and owner).
+            RefreshFailedError: with ``raise_on_failure=True``, when the run ends FAILED or
+                CANCELLED (its ``run`` attribute is the run).
         """
+        from sparkmv.refresh.executor import RefreshExecutor
+        from sparkmv.refresh.planner import RefreshRequest
+
         mv = ObjectName.parse(name)
         request = RefreshRequest(force, start, end, automatic=trigger != Trigger.MANUAL)
-        return RefreshExecutor(self.runtime, progress).refresh(mv, trigger, request)
+        run = RefreshExecutor(self.runtime, progress).refresh(mv, trigger, request)
+        return check_run(run) if raise_on_failure else run
 
     def request_refresh(self, name: str, request: RefreshRequest | None = None) -> RefreshRun:
         """Queue a refresh (``WITH ASYNC MODE``) for the scheduler; merged into a pending one."""
@@ -165,14 +209,24 @@ class Client:
 
         return enqueue(self.runtime, ObjectName.parse(name), request or RefreshRequest())
 
-    def refresh_table(self, name: str, progress: ProgressCallback | None = None) -> RefreshRun:
-        """``REFRESH TABLE``: reload a refreshable table from its associated source."""
+    def refresh_table(
+        self, name: str, progress: ProgressCallback | None = None, *, raise_on_failure: bool = False
+    ) -> RefreshRun:
+        """``REFRESH TABLE``: reload a refreshable table from its associated source.
+
+        Returns:
+            The finished run; a FAILED or CANCELLED run is returned unless
+            ``raise_on_failure``, which raises :class:`RefreshFailedError` instead.
+        """
         from sparkmv.refresh.reload.executor import reload_table
 
-        return reload_table(self.runtime, ObjectName.parse(name), Trigger.MANUAL, progress)
+        run = reload_table(self.runtime, ObjectName.parse(name), Trigger.MANUAL, progress)
+        return check_run(run) if raise_on_failure else run
 
     def recover(self) -> list[RecoveryOutcome]:
         """Resume every run whose lease expired (see :mod:`sparkmv.refresh.recovery`)."""
+        from sparkmv.refresh.recovery import recover
+
         return recover(self.runtime)
 
     # -- control ----------------------------------------------------------------------------------
@@ -217,6 +271,8 @@ class Client:
 
     def status(self, name: str | None = None) -> list[MvStatus]:
         """Status of every MV (or one): state, rows, partitions, last refresh, freshness."""
+        from sparkmv.client.status import statuses
+
         return statuses(self.runtime, ObjectName.parse(name) if name else None)
 
     def runs(self, name: str, limit: int = 50) -> list[RefreshRun]:
@@ -292,6 +348,19 @@ class Client:
             )
         data = [(f.name, f.dataType.simpleString(), f.name.lower() in parts) for f in df.schema.fields]
         return self.spark.createDataFrame(data, "column string, type string, is_partition boolean")
+
+
+def check_run(run: RefreshRun) -> RefreshRun:
+    """``run`` itself when it did not end FAILED or CANCELLED.
+
+    Raises:
+        RefreshFailedError: ``run <id> of '<name>' FAILED: <error>`` (or CANCELLED), with
+            the run attached.
+    """
+    if run.state not in FAILED_STATES:
+        return run
+    reason = f": {run.error}" if run.error else ""
+    raise RefreshFailedError(f"refresh run {run.run_id} of '{run.name}' {run.state}{reason}", run)
 
 
 def _run_text(run: RefreshRun) -> str:

@@ -1,6 +1,6 @@
 """The process's one SparkSession, created lazily with sparkmv's defaults.
 
-Defaults: quiet logs, no console progress bars (sparkmv prints its own), Parquet
+Defaults: Spark's log to a file under the home, no console progress bars (sparkmv prints its own), Parquet
 timestamps as ``TIMESTAMP_MICROS`` (Iceberg has no INT96), session time zone UTC, a small
 number of shuffle partitions (adaptive execution coalesces them further).
 """
@@ -9,8 +9,12 @@ from __future__ import annotations
 
 import os
 import threading
+from pathlib import Path
 
 from pyspark.sql import SparkSession
+
+from sparkmv.errors import StorageError
+from sparkmv.storage.spark_log import log_conf
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -27,19 +31,32 @@ DEFAULT_CONF: dict[str, str] = {
 _lock = threading.Lock()
 
 
-def get_spark(master: str = "local[*]", conf: dict[str, str] | None = None) -> SparkSession:
+def get_spark(
+    master: str = "local[*]", conf: dict[str, str] | None = None, log_home: Path | None = None
+) -> SparkSession:
     """The active SparkSession, or a new one for ``master`` with ``conf`` over the defaults.
 
     Only the first call in a process configures the session (Spark allows one per JVM);
-    later calls return it unchanged.
+    later calls return it unchanged. With ``log_home``, a new session's JVM logs to
+    ``<log_home>/logs/spark.log`` instead of the terminal (see :mod:`sparkmv.storage.spark_log`).
+
+    Raises:
+        StorageError: when the log directory under ``log_home`` cannot be created.
+        pyspark / py4j errors: when Spark does not start (a bad master URL, no Java).
     """
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
         os.environ.setdefault("PYSPARK_PYTHON", _python())
+        settings = {**DEFAULT_CONF, **(conf or {})}
+        if log_home is not None:
+            try:
+                settings = log_conf(log_home, settings)
+            except OSError as exc:
+                raise StorageError(f"cannot create Spark's log directory under {log_home}: {exc.strerror}") from exc
         builder = SparkSession.builder.master(master).appName("sparkmv")
-        for key, value in {**DEFAULT_CONF, **(conf or {})}.items():
+        for key, value in settings.items():
             builder = builder.config(key, value)
         spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
