@@ -9,7 +9,11 @@ before the JVM starts. The Python side of py4j and pyspark logs to the same file
 from __future__ import annotations
 
 import logging
+import os
 import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 LOG_DIR = "logs"
@@ -62,6 +66,49 @@ def log_conf(home: Path, conf: dict[str, str]) -> dict[str, str]:
     if "log4j2.configurationFile" in options:
         return dict(conf)
     return {**conf, JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile=file:{config}".strip()}
+
+
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|yarn|(spark|k8s|sc)://\S+)$")
+
+
+def check_master(master: str) -> None:
+    """Refuse a Spark master URL Spark would refuse, before a JVM is started for it.
+
+    Raises:
+        StorageError: for anything but ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``,
+            ``local-cluster[...]``, ``yarn``, ``spark://...``, ``k8s://...``, ``sc://...``.
+    """
+    if not _MASTER.match(master.strip()):
+        from sparkmv.errors import StorageError
+
+        raise StorageError(
+            f"Spark master {master!r} is not valid: use local[*], local[N], spark://HOST:PORT, yarn or k8s://URL"
+        )
+
+
+@contextmanager
+def console_output_to(path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr file descriptors to ``path`` while a JVM starts.
+
+    pyspark starts the driver JVM as a child that inherits both descriptors; whatever the
+    JVM prints itself (start-up warnings, ``Exception in thread "main"``) lands in the log
+    for its whole life. Python's own streams are restored when the block ends.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
 
 
 def _python_loggers_to_file(path: Path) -> None:
