@@ -10,13 +10,14 @@ are single ``UPDATE ... WHERE`` statements checked by row count, correct at that
 from __future__ import annotations
 
 import os
+import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import DatabaseError, OperationalError
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from sparkmv.errors import CatalogError
@@ -115,26 +116,27 @@ def sqlite_path(url: str) -> Path | None:
     return Path(url.removeprefix("sqlite:///").split("?", 1)[0])
 
 
-def open_database(url: str, prepare: Callable[[Database], None], is_ours: Callable[[Database], bool]) -> Database:
+def open_database(url: str, prepare: Callable[[Database], None], version_table: str) -> Database:
     """Open the catalog database at ``url``; the one place a catalog is opened or created.
 
     A SQLite catalog is created only where no file exists: it is built in a private file
     (``prepare`` migrates it) and linked into place in one step, so no other process ever
     sees a half-made catalog, and of two processes creating it at once one wins and the
     other opens the winner's. An existing file that is empty, is not SQLite, or holds no
-    sparkmv catalog (``is_ours`` false) is refused and never written to.
+    ``version_table`` (not a sparkmv catalog) is refused, read only and never written to.
 
     Raises:
         CatalogError: ``catalog <path> is empty or damaged; restore it from a backup``, or
             ``cannot create catalog directory <dir>: <reason>``, or an error of ``prepare``.
     """
     path = sqlite_path(url)
-    if path is not None and not _sqlite_exists(path):
-        _create_sqlite(url, path, prepare)
+    if path is not None:
+        if not _sqlite_exists(path):
+            _create_sqlite(url, path, prepare)
+        elif not _holds_table(path, version_table):
+            raise CatalogError(damaged_message(path))
     database = Database(url)
     try:
-        if path is not None and not _is_ours(database, is_ours):
-            raise CatalogError(damaged_message(path))
         prepare(database)
     except BaseException:
         database.dispose()
@@ -142,11 +144,21 @@ def open_database(url: str, prepare: Callable[[Database], None], is_ours: Callab
     return database
 
 
-def _is_ours(database: Database, is_ours: Callable[[Database], bool]) -> bool:
+def _holds_table(path: Path, table: str) -> bool:
+    """True when SQLite file ``path`` has ``table``; read through a read-only connection,
+    so a file that is refused is not touched (the engine's first connection would switch
+    it to WAL mode)."""
     try:
-        return is_ours(database)
-    except DatabaseError:  # "file is not a database": a damaged page behind a good header
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_SECONDS)
+    except sqlite3.Error:
         return False
+    try:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return conn.execute(query, (table,)).fetchone() is not None
+    except sqlite3.DatabaseError:  # "file is not a database": a damaged page behind a good header
+        return False
+    finally:
+        conn.close()
 
 
 def damaged_message(path: Path) -> str:

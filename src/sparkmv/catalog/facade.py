@@ -47,7 +47,7 @@ class Catalog:
             CatalogError: when the database cannot be reached, the catalog file is empty or
                 damaged, or its revision is unknown.
         """
-        return cls(open_database(url, _migrate, lambda db: migrate.has_version_table(db.engine)))
+        return cls(open_database(url, _migrate, migrate.VERSION_TABLE))
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:

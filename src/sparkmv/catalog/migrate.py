@@ -49,12 +49,6 @@ def head_revision() -> str:
     return heads.pop()
 
 
-def has_version_table(engine: Engine) -> bool:
-    """True when the database holds sparkmv's migration version table."""
-    with engine.connect() as conn:
-        return inspect(conn).has_table(VERSION_TABLE)
-
-
 def current_revision(engine: Engine) -> str | None:
     """The revision the database is at, or None for an empty database."""
     with engine.connect() as conn:

@@ -273,7 +273,7 @@ def main() -> None:
     one ``error:`` line and an exit code (see the module docstring)."""
     code = 0
     try:
-        result = app(standalone_mode=False)
+        result = app(standalone_mode=False, prog_name="sparkmv")
         if isinstance(result, int):
             code = result  # typer.Exit(n) inside a command, returned in this mode
     except typer.Exit as exc:
@@ -282,8 +282,8 @@ def main() -> None:
         _error("interrupted")
         code = 130
     except UsageError as exc:
-        if exc.ctx is not None:
-            err_console.print(exc.ctx.get_usage(), highlight=False, markup=False, soft_wrap=True)
+        usage = exc.ctx.get_usage() if exc.ctx is not None else "Usage: sparkmv [OPTIONS] COMMAND [ARGS]..."
+        err_console.print(usage, highlight=False, markup=False, soft_wrap=True)
         _error(exc.format_message())
         code = 2
     except ClickException as exc:
