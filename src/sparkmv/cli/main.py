@@ -144,7 +144,9 @@ def sql(
                 raise
             where = f"statement {item.number} (line {item.line})"
             raise ScriptError(f"{where} failed: {exc}", item.number, item.line) from exc
-        if result.dataframe is not None:
+        if result.rows is not None:  # read from the catalog alone: printed without Spark
+            _print_rows(result.rows.columns, [list(r) for r in result.rows.rows], format)
+        elif result.dataframe is not None:
             df = result.dataframe
             rows = [list(r) for r in df.collect()]
             _print_rows(df.columns, rows, format)

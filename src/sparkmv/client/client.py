@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
@@ -39,12 +40,32 @@ FAILED_STATES = (RunState.FAILED, RunState.CANCELLED)
 
 
 @dataclass(frozen=True)
+class Rows:
+    """A small result read from the catalog alone (``SHOW ...``): no Spark needed to print it.
+
+    Attributes:
+        schema: Spark DDL of the columns (``name string, state string``), for a DataFrame.
+        rows: the rows, in column order.
+    """
+
+    schema: str
+    rows: list[tuple[Any, ...]]
+
+    @property
+    def columns(self) -> list[str]:
+        """Column names, from ``schema``."""
+        return [part.strip().split(" ", 1)[0] for part in self.schema.split(",")]
+
+
+@dataclass(frozen=True)
 class StatementResult:
-    """What a statement produced: a DataFrame (queries) or a message (everything else)."""
+    """What a statement produced: a DataFrame (queries), rows read from the catalog alone
+    (``SHOW``), or a message (everything else)."""
 
     dataframe: DataFrame | None = None
     message: str | None = None
     run: RefreshRun | None = None
+    rows: Rows | None = None
 
 
 class Client:
@@ -91,7 +112,10 @@ class Client:
             ParseError, AnalysisError, ObjectNotFoundError, ObjectExistsError, BusyError, ...:
             every error derives from :class:`SparkMvError`.
         """
-        return self.execute(statement, raise_on_failure=raise_on_failure).dataframe
+        result = self.execute(statement, raise_on_failure=raise_on_failure)
+        if result.rows is not None:
+            return self.spark.createDataFrame(result.rows.rows, result.rows.schema)
+        return result.dataframe
 
     def execute(
         self, statement: str, progress: ProgressCallback | None = None, raise_on_failure: bool = False
@@ -114,8 +138,6 @@ class Client:
         return result
 
     def _execute(self, statement: str, progress: ProgressCallback | None) -> StatementResult:
-        from sparkmv.client import ddl
-        from sparkmv.client.queries import run_query
         from sparkmv.refresh.planner import RefreshRequest
         from sparkmv.sql import statements as st
         from sparkmv.sql.parser import parse_statement
@@ -124,11 +146,13 @@ class Client:
         rt = self.runtime
         match stmt:
             case st.Query(sql=sql):
+                from sparkmv.client.queries import run_query
+
                 return StatementResult(dataframe=run_query(rt, sql))
             case st.CreateExternalTable():
-                return StatementResult(message=ddl.create_external_table(rt, stmt))
+                return StatementResult(message=_ddl().create_external_table(rt, stmt))
             case st.CreateMaterializedView():
-                message = ddl.create_materialized_view(rt, stmt)
+                message = _ddl().create_materialized_view(rt, stmt)
                 if not stmt.deferred and "already exists" not in message:
                     run = self.refresh(stmt.name.qualified, progress=progress)
                     return StatementResult(message=f"{message}; {_run_text(run)}", run=run)
@@ -156,11 +180,11 @@ class Client:
             case st.CancelRefresh():
                 return StatementResult(message=self.cancel(stmt.name.qualified))
             case st.DropObject():
-                return StatementResult(message=ddl.drop_object(rt, stmt))
+                return StatementResult(message=_ddl().drop_object(rt, stmt))
             case st.AlterMaterializedView():
-                return StatementResult(message=ddl.alter_materialized_view(rt, stmt))
+                return StatementResult(message=_ddl().alter_materialized_view(rt, stmt))
             case st.Show(what=what):
-                return StatementResult(dataframe=self._show(what))
+                return StatementResult(rows=self._show(what))
             case st.Describe(name=name):
                 return StatementResult(dataframe=self._describe(name))
         raise AssertionError(f"unhandled statement {stmt!r}")
@@ -315,8 +339,8 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _show(self, what: str) -> DataFrame:
-        with self.runtime.catalog.transaction() as s:
+    def _show(self, what: str) -> Rows:
+        with self.runtime.catalog.read() as s:
             rows = self.runtime.catalog.objects.list(s)
         if what == "MATERIALIZED VIEWS":
             data = [
@@ -324,14 +348,12 @@ class Client:
                 for r in rows
                 if r.kind == ObjectKind.MATERIALIZED_VIEW
             ]
-            return self.spark.createDataFrame(
-                data, "name string, state string, is_active boolean, partition_by string, refresh_scheme string"
-            )
+            return Rows("name string, state string, is_active boolean, partition_by string, refresh_scheme string", data)
         data2 = [
             (ObjectName(r.namespace, r.name).display, r.kind, r.location, ",".join(r.partition_columns or []))
             for r in rows
         ]
-        return self.spark.createDataFrame(data2, "name string, kind string, location string, partition_columns string")
+        return Rows("name string, kind string, location string, partition_columns string", data2)
 
     def _describe(self, name: ObjectName) -> DataFrame:
         from sparkmv.client.queries import table_dataframe
@@ -348,6 +370,13 @@ class Client:
             )
         data = [(f.name, f.dataType.simpleString(), f.name.lower() in parts) for f in df.schema.fields]
         return self.spark.createDataFrame(data, "column string, type string, is_partition boolean")
+
+
+def _ddl() -> ModuleType:
+    """The DDL module, imported on first use (it imports pyspark)."""
+    from sparkmv.client import ddl
+
+    return ddl
 
 
 def check_run(run: RefreshRun) -> RefreshRun:
