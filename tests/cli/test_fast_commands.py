@@ -42,7 +42,9 @@ def home(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     write_partition(sales, "m", "2024-02", {"id": [3], "amount": [10.0]})
     with Client(home=root / "home", spark=spark) as client:
         client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
-        client.sql("CREATE MATERIALIZED VIEW by_month PARTITION BY m AS SELECT m, sum(amount) AS t FROM sales GROUP BY m")
+        client.sql(
+            "CREATE MATERIALIZED VIEW by_month PARTITION BY m AS SELECT m, sum(amount) AS t FROM sales GROUP BY m"
+        )
     return root / "home"
 
 

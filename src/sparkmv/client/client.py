@@ -348,7 +348,8 @@ class Client:
                 for r in rows
                 if r.kind == ObjectKind.MATERIALIZED_VIEW
             ]
-            return Rows("name string, state string, is_active boolean, partition_by string, refresh_scheme string", data)
+            schema = "name string, state string, is_active boolean, partition_by string, refresh_scheme string"
+            return Rows(schema, data)
         data2 = [
             (ObjectName(r.namespace, r.name).display, r.kind, r.location, ",".join(r.partition_columns or []))
             for r in rows
