@@ -295,6 +295,8 @@ def main() -> None:
         code = _report(exc)
     finally:
         if state._client is not None:
+            if state.debug and state._client.runtime.has_spark and code == 0:
+                _print_log_path(state._client.settings.home)
             state._client.close()
     if code:
         sys.exit(code)
@@ -305,7 +307,7 @@ def _report(exc: Exception) -> int:
 
     An error that is neither sparkmv's nor Spark's is a bug: it keeps its traceback.
     """
-    from sparkmv.storage.spark_log import is_spark_error, log_path, spark_error_line
+    from sparkmv.storage.spark_log import is_spark_error, spark_error_line
 
     spark_error = is_spark_error(exc)
     if not isinstance(exc, SparkMvError) and not spark_error:
@@ -316,9 +318,14 @@ def _report(exc: Exception) -> int:
     _error(str(exc) if isinstance(exc, SparkMvError) else spark_error_line(exc))
     client = state._client
     if (client is not None and client.runtime.has_spark) or spark_error:
-        home = client.settings.home if client is not None else Path(state.home or ".sparkmv").absolute()
-        err_console.print(f"Spark's log: {log_path(home)}", highlight=False, markup=False, soft_wrap=True)
+        _print_log_path(client.settings.home if client is not None else Path(state.home or ".sparkmv").absolute())
     return 1
+
+
+def _print_log_path(home: Path) -> None:
+    from sparkmv.storage.spark_log import log_path
+
+    err_console.print(f"Spark's log: {log_path(home)}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _error(message: str) -> None:

@@ -98,7 +98,9 @@ def validate(props: dict[str, str]) -> dict[str, str]:
                 number = -1.0
             lo_f, hi_f = _FLOATS[key]
             if not lo_f <= number <= hi_f:
-                raise InvalidPropertyError(f"property {key!r} must be a number >= {lo_f}, not {value!r}")
+                raise InvalidPropertyError(
+                    f"property {key!r} must be a number from {lo_f:g} to {hi_f:g}, not {value!r}"
+                )
         elif key in _LISTS:
             value = ",".join(p.strip().lower() for p in value.split(",") if p.strip())
         elif key == "partition_ttl":
