@@ -1,5 +1,5 @@
 """Catalog-only commands answer without importing pyspark (nor starting a JVM): ``runs``,
-``status``, ``cancel``, ``pause``, ``resume`` and ``SHOW``. Checked by the modules loaded in
+``status``, ``cancel``, ``pause``, ``resume``, ``SHOW`` and SELECTs of system tables. Checked by the modules loaded in
 a real ``sparkmv`` process, not by the wall clock (``bench/bench_cli.py`` measures that)."""
 
 from __future__ import annotations
@@ -56,11 +56,37 @@ def home(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
         (["status", "by_month"], 0, "fresh"),
         (["sql", "SHOW MATERIALIZED VIEWS", "--format", "csv"], 0, "by_month,IDLE,True,m,MANUAL"),
         (["sql", "SHOW TABLES", "--format", "csv"], 0, "sales,EXTERNAL_TABLE,"),
+        (
+            ["sql", "SELECT name, state, rows FROM sparkmv.materialized_views", "--format", "csv"],
+            0,
+            "name,state,rows\nby_month,IDLE,2\n",
+        ),
+        (
+            [
+                "sql",
+                "SELECT run_id, state FROM sparkmv.task_runs WHERE state = 'SUCCESS' ORDER BY run_id",
+                "--format",
+                "csv",
+            ],
+            0,
+            "run_id,state\n1,SUCCESS\n",
+        ),
         (["cancel", "by_month"], 1, "error: 'by_month' is not being refreshed"),
         (["pause", "by_month"], 1, "error: 'by_month' is not being refreshed"),
         (["resume", "by_month"], 1, "error: 'by_month' is not being refreshed"),
     ],
-    ids=["runs", "status", "status_one", "show_mvs", "show_tables", "cancel", "pause", "resume"],
+    ids=[
+        "runs",
+        "status",
+        "status_one",
+        "show_mvs",
+        "show_tables",
+        "mv_table",
+        "runs_table",
+        "cancel",
+        "pause",
+        "resume",
+    ],
 )
 def test_catalog_only_commands_do_not_import_pyspark(home: Path, argv: list[str], code: int, expected: str) -> None:
     env = {**os.environ}

@@ -121,7 +121,7 @@ def run_with_progress(console: Console, client: Client, statement: str) -> State
         RefreshFailedError: when a synchronous refresh ends FAILED or CANCELLED.
     """
     if not console.is_terminal:
-        return client.execute(statement, raise_on_failure=True)
+        return client.execute(statement, raise_on_failure=True, prefer_rows=True)
     with Progress(
         TextColumn("[bold]refresh"),
         BarColumn(),
@@ -136,4 +136,4 @@ def run_with_progress(console: Console, client: Client, statement: str) -> State
         def on_chunk(done: int, total: int, rows: int) -> None:
             progress.update(task, completed=done, total=total, rows=rows)
 
-        return client.execute(statement, progress=on_chunk, raise_on_failure=True)
+        return client.execute(statement, progress=on_chunk, raise_on_failure=True, prefer_rows=True)

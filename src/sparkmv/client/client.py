@@ -41,20 +41,16 @@ FAILED_STATES = (RunState.FAILED, RunState.CANCELLED)
 
 @dataclass(frozen=True)
 class Rows:
-    """A small result read from the catalog alone (``SHOW ...``): no Spark needed to print it.
+    """A result read from the catalog alone (``SHOW ...``, system tables): printed without Spark.
 
     Attributes:
-        schema: Spark DDL of the columns (``name string, state string``), for a DataFrame.
-        rows: the rows, in column order.
+        columns: column names; rows: the rows, in column order.
+        schema: Spark DDL of the columns, when known (for a DataFrame).
     """
 
-    schema: str
+    columns: list[str]
     rows: list[tuple[Any, ...]]
-
-    @property
-    def columns(self) -> list[str]:
-        """Column names, from ``schema``."""
-        return [part.strip().split(" ", 1)[0] for part in self.schema.split(",")]
+    schema: str | None = None
 
 
 @dataclass(frozen=True)
@@ -114,11 +110,15 @@ class Client:
         """
         result = self.execute(statement, raise_on_failure=raise_on_failure)
         if result.rows is not None:
-            return self.spark.createDataFrame(result.rows.rows, result.rows.schema)
+            return self.spark.createDataFrame(result.rows.rows, result.rows.schema or result.rows.columns)
         return result.dataframe
 
     def execute(
-        self, statement: str, progress: ProgressCallback | None = None, raise_on_failure: bool = False
+        self,
+        statement: str,
+        progress: ProgressCallback | None = None,
+        raise_on_failure: bool = False,
+        prefer_rows: bool = False,
     ) -> StatementResult:
         """Run one statement and return its result (DataFrame, message, refresh run).
 
@@ -131,13 +131,16 @@ class Client:
             RefreshFailedError: with ``raise_on_failure=True``, when that run ended FAILED or
                 CANCELLED (SKIPPED and MERGED are successes).
             SparkMvError: every other error (see :meth:`sql`).
+
+        With ``prefer_rows`` (for callers that only print), a query that reads system tables
+        only is answered as ``rows`` from the catalog without Spark when it can be.
         """
-        result = self._execute(statement, progress)
+        result = self._execute(statement, progress, prefer_rows)
         if raise_on_failure and result.run is not None:
             check_run(result.run)
         return result
 
-    def _execute(self, statement: str, progress: ProgressCallback | None) -> StatementResult:
+    def _execute(self, statement: str, progress: ProgressCallback | None, prefer_rows: bool) -> StatementResult:
         from sparkmv.refresh.planner import RefreshRequest
         from sparkmv.sql import statements as st
         from sparkmv.sql.parser import parse_statement
@@ -146,6 +149,12 @@ class Client:
         rt = self.runtime
         match stmt:
             case st.Query(sql=sql):
+                if prefer_rows:
+                    from sparkmv.client.catalog_query import system_table_rows
+
+                    answer = system_table_rows(rt, sql)
+                    if answer is not None:
+                        return StatementResult(rows=Rows(*answer))
                 from sparkmv.client.queries import run_query
 
                 return StatementResult(dataframe=run_query(rt, sql))
@@ -349,12 +358,13 @@ class Client:
                 if r.kind == ObjectKind.MATERIALIZED_VIEW
             ]
             schema = "name string, state string, is_active boolean, partition_by string, refresh_scheme string"
-            return Rows(schema, data)
+            return Rows(["name", "state", "is_active", "partition_by", "refresh_scheme"], data, schema)
         data2 = [
             (ObjectName(r.namespace, r.name).display, r.kind, r.location, ",".join(r.partition_columns or []))
             for r in rows
         ]
-        return Rows("name string, kind string, location string, partition_columns string", data2)
+        schema = "name string, kind string, location string, partition_columns string"
+        return Rows(["name", "kind", "location", "partition_columns"], data2, schema)
 
     def _describe(self, name: ObjectName) -> DataFrame:
         from sparkmv.client.queries import table_dataframe

@@ -28,7 +28,7 @@ def table_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataF
         if name.name not in SYSTEM_TABLES:
             raise ObjectNotFoundError(f"system table 'sparkmv.{name.name}' does not exist")
         if empty:
-            return rt.spark.createDataFrame([], SYSTEM_TABLES[name.name][0])
+            return rt.spark.createDataFrame([], SYSTEM_TABLES[name.name][0].ddl)
         return system_table(rt, name.name)
     with rt.catalog.transaction() as s:
         row = rt.catalog.objects.find(s, name)
