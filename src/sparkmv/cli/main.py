@@ -19,7 +19,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
-from typer._click.exceptions import ClickException, UsageError
+
+try:  # recent typer vendors click and raises its own copies of click's exceptions
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer runs on click itself
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[assignment,no-redef]
 
 from sparkmv.errors import InputFileError, ScriptError, SparkMvError
 
@@ -283,6 +287,8 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         _error("interrupted")
         code = 130
+    except NoArgsIsHelpError:
+        code = 2  # the help was printed: nothing was asked for
     except UsageError as exc:
         usage = exc.ctx.get_usage() if exc.ctx is not None else "Usage: sparkmv [OPTIONS] COMMAND [ARGS]..."
         err_console.print(usage, highlight=False, markup=False, soft_wrap=True)
