@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -195,7 +196,7 @@ def _create_sqlite(url: str, path: Path, prepare: Callable[[Database], None]) ->
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise CatalogError(f"cannot create catalog directory {directory}: {exc.strerror}") from exc
-    private = directory / f".{path.name}.new-{os.getpid()}"
+    private = directory / f".{path.name}.new-{os.getpid()}-{threading.get_ident()}"
     for leftover in (private, private.with_name(private.name + "-wal"), private.with_name(private.name + "-shm")):
         leftover.unlink(missing_ok=True)
     query = url.partition("?")[2]

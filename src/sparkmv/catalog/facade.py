@@ -8,6 +8,7 @@ result, state IDLE) is one transaction.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -66,9 +67,13 @@ class Catalog:
         self.db.dispose()
 
 
+_MIGRATING = threading.Lock()  # Alembic's context is process-global: one migration at a time
+
+
 def _migrate(database: Database) -> None:
     try:
-        migrate.upgrade(database.engine)
+        with _MIGRATING:
+            migrate.upgrade(database.engine)
     except Exception as exc:
         from sparkmv.errors import CatalogError
 
