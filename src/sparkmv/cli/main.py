@@ -143,11 +143,11 @@ def sql(
     for item in script:
         try:
             result = _progress_runner(client, item.text)
-        except SparkMvError as exc:
-            if len(script) == 1:
+        except Exception as exc:
+            if len(script) == 1 or not _is_user_error(exc):
                 raise
             where = f"statement {item.number} (line {item.line})"
-            raise ScriptError(f"{where} failed: {exc}", item.number, item.line) from exc
+            raise ScriptError(f"{where} failed: {_one_line(exc)}", item.number, item.line) from exc
         if result.rows is not None:  # read from the catalog alone: printed without Spark
             _print_rows(result.rows.columns, [list(r) for r in result.rows.rows], format)
         elif result.dataframe is not None:
@@ -313,19 +313,33 @@ def _report(exc: Exception) -> int:
 
     An error that is neither sparkmv's nor Spark's is a bug: it keeps its traceback.
     """
-    from sparkmv.storage.spark_log import is_spark_error, spark_error_line
+    from sparkmv.storage.spark_log import is_spark_error
 
     spark_error = is_spark_error(exc)
-    if not isinstance(exc, SparkMvError) and not spark_error:
+    if not _is_user_error(exc):
         raise exc
     if state.debug:
         # The plain traceback: rich's highlighted one takes seconds on sqlglot's large frames.
         traceback.print_exception(exc, file=sys.stderr)
-    _error(str(exc) if isinstance(exc, SparkMvError) else spark_error_line(exc))
+    _error(_one_line(exc))
     client = state._client
     if (client is not None and client.runtime.has_spark) or spark_error:
         _print_log_path(client.settings.home if client is not None else Path(state.home or ".sparkmv").absolute())
     return 1
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    """sparkmv's errors and Spark's (a query Spark rejects, a cluster it cannot reach) are
+    reported as one line; anything else is a bug and keeps its traceback."""
+    from sparkmv.storage.spark_log import is_spark_error
+
+    return isinstance(exc, SparkMvError) or is_spark_error(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    from sparkmv.storage.spark_log import spark_error_line
+
+    return str(exc) if isinstance(exc, SparkMvError) else spark_error_line(exc)
 
 
 def _print_log_path(home: Path) -> None:
