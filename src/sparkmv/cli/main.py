@@ -131,7 +131,7 @@ def sql(
     order and the first one that fails (or whose synchronous refresh ends FAILED or
     CANCELLED) stops the script with exit code 1.
     """
-    from sparkmv.sql.parser import parse_script
+    from sparkmv.sql.script import parse_script
 
     if (statement is None) == (file is None):
         raise SparkMvError("give one statement or -f FILE")
