@@ -5,7 +5,8 @@ The Python API returns the run, or raises ``RefreshFailedError`` with ``raise_on
 
 from __future__ import annotations
 
-import threading
+import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ import pytest
 from sparkmv.catalog import RunState
 from sparkmv.client.client import Client
 from sparkmv.errors import RefreshFailedError
-from tests.cli.test_bad_input_matrix import Outcome, assert_one_error, run_in_process
+from tests.cli.test_bad_input_matrix import SPARKMV, Outcome, assert_one_error, run_in_process
 from tests.helpers import write_partition
 from tests.refresh.procs import wait_for
 
@@ -86,27 +87,30 @@ def test_script_stops_at_the_failing_refresh(
     assert [s.name for s in client.status()] == ["by_month", "per_id"]
 
 
-def test_cancelled_sync_refresh_exits_1(
-    env: tuple[Client, Path, Path], monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Another client cancels after the first of six chunks: the CLI's refresh exits 1."""
+def test_cancelled_sync_refresh_exits_1(env: tuple[Client, Path, Path]) -> None:
+    """``sparkmv sql "REFRESH ..."`` in its own process, cancelled by this one after its
+    first of six chunks: it exits 1 with the CANCELLED run in its error line. (A real
+    process: a cancel stops the Spark jobs of the process that runs the refresh.)"""
     client, home, _ = env
+    environ = {**os.environ, "SPARKMV_SPARK_MASTER": "local[1]"}
+    environ.pop("SPARKMV_CATALOG_URL", None)
+    cmd = [SPARKMV, "--home", str(home), "sql", "REFRESH MATERIALIZED VIEW by_month FORCE"]
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environ) as proc:
 
-    def cancel_after_first_chunk() -> None:
         def first_chunk_done() -> bool:
             runs = client.runs("by_month")
             return runs[0].state == RunState.RUNNING and any(c["is_completed"] for c in client.chunks(runs[0].run_id))
 
-        wait_for(first_chunk_done, 120, "the first chunk")
-        client.cancel("by_month")
-
-    canceller = threading.Thread(target=cancel_after_first_chunk, daemon=True)
-    canceller.start()
-    outcome = sparkmv(home, monkeypatch, capsys, "sql", "REFRESH MATERIALIZED VIEW by_month FORCE")
-    canceller.join(timeout=60)
+        try:
+            wait_for(first_chunk_done, 240, "the first chunk")
+            client.cancel("by_month")
+            out, err = proc.communicate(timeout=240)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
     run = client.runs("by_month")[0]
     assert run.state == RunState.CANCELLED, run
-    assert_one_error(outcome, 1, f"refresh run {run.run_id} of 'by_month' CANCELLED")
+    assert_one_error(Outcome(proc.returncode, out, err, False), 1, f"refresh run {run.run_id} of 'by_month' CANCELLED")
 
 
 def test_python_api_returns_the_run_or_raises_on_request(env: tuple[Client, Path, Path]) -> None:
