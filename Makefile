@@ -46,6 +46,7 @@ bench: install
 	$(BIN)/python bench/bench_pct.py
 	$(BIN)/python bench/bench_resume.py --repeat 2 --write
 	$(BIN)/python bench/bench_reload.py --append-results
+	$(BIN)/python bench/bench_cli.py --append-results
 
 clean:
 	rm -rf $(VENV) .sparkmv .sparkmv-demo .pytest_cache .mypy_cache .ruff_cache

@@ -66,3 +66,32 @@ class CatalogError(SparkMvError):
 
 class StorageError(SparkMvError):
     """An Iceberg operation failed (commit conflict, missing files)."""
+
+
+class RefreshFailedError(RefreshError):
+    """A synchronous refresh ended FAILED or CANCELLED (raised with ``raise_on_failure=True``).
+
+    Attributes:
+        run: the finished :class:`~sparkmv.refresh.result.RefreshRun` (state, error, ids).
+    """
+
+    def __init__(self, message: str, run: object) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+class InputFileError(SparkMvError):
+    """A file or directory named on the command line (``-f``, ``--home``) cannot be used."""
+
+
+class ScriptError(SparkMvError):
+    """A statement of a script failed; the message names its number and line.
+
+    Attributes:
+        number: 1-based statement number; line: its first line in the script.
+    """
+
+    def __init__(self, message: str, number: int, line: int) -> None:
+        super().__init__(message)
+        self.number = number
+        self.line = line

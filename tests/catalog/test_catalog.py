@@ -69,7 +69,9 @@ def test_reopen_is_a_no_op_and_keeps_rows(catalog_url: str, monkeypatch: pytest.
     def no_upgrade(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("alembic upgrade must not run on a database at head")
 
-    monkeypatch.setattr(migrate.command, "upgrade", no_upgrade)
+    import alembic.command
+
+    monkeypatch.setattr(alembic.command, "upgrade", no_upgrade)
     again = Catalog.open(catalog_url)
     try:
         assert migrate.current_revision(again.db.engine) == "0002"

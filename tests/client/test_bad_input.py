@@ -37,6 +37,9 @@ def env(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[
     write_partition(sales, "m", "2024-01", {"id": [1, 2], "region": ["eu", "us"], "amount": [1.0, 2.0]})
     write_partition(sales, "m", "2024-02", {"id": [3], "region": ["us"], "amount": [5.0]})
     (root / "data" / "empty").mkdir()
+    (root / "data" / "csv").mkdir()
+    for i in range(3):
+        (root / "data" / "csv" / f"part-{i}.csv").write_text("id,amount\n1,2.0\n")
     client = Client(home=root / "home", spark=spark)
     client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
     client.sql(f"CREATE MATERIALIZED VIEW mv PARTITION BY m AS {MV_QUERY}")
@@ -255,19 +258,68 @@ CASES: list[tuple[str, str, type[SparkMvError], str]] = [
         "missing_location",
         "CREATE EXTERNAL TABLE t2 USING parquet LOCATION '{data}/nope'",
         SourceError,
-        r"^LOCATION '.*/data/nope' does not exist or is not a directory$",
+        r"^LOCATION '.*/data/nope' does not exist$",
     ),
     (
         "empty_location",
         "CREATE EXTERNAL TABLE t2 USING parquet LOCATION '{data}/empty'",
         SourceError,
-        r"^cannot read Parquet at '.*/data/empty': ",
+        r"^LOCATION '.*/data/empty' holds no data files$",
     ),
     (
         "file_location",
         "CREATE EXTERNAL TABLE t2 USING parquet LOCATION '{data}/sales/m=2024-01/part-0.parquet'",
         SourceError,
-        r"^LOCATION '.*part-0\.parquet' does not exist or is not a directory$",
+        r"^LOCATION '.*part-0\.parquet' is a file, not a directory of Parquet files$",
+    ),
+    (
+        "csv_location",
+        "CREATE EXTERNAL TABLE t2 USING parquet LOCATION '{data}/csv'",
+        SourceError,
+        r"^LOCATION '.*/data/csv' holds no Parquet files \(found 3 \.csv files\)$",
+    ),
+    # numbers out of range, rules between properties, values not supported yet
+    (
+        "every_overflow",
+        "ALTER MATERIALIZED VIEW mv REFRESH ASYNC EVERY (INTERVAL 99999999999 DAY)",
+        ParseError,
+        r"^EVERY \(INTERVAL 99999999999 DAY\) is out of range: the interval must be from 1 SECOND to 3650 DAY$",
+    ),
+    (
+        "every_zero",
+        "CREATE MATERIALIZED VIEW mv2 REFRESH ASYNC EVERY (INTERVAL 0 SECOND) AS SELECT 1 AS a",
+        ParseError,
+        r"^EVERY \(INTERVAL 0 SECOND\) is out of range: ",
+    ),
+    (
+        "lease_renew_not_below_timeout",
+        "ALTER MATERIALIZED VIEW mv SET PROPERTIES ('lease_renew_seconds' = '60')",
+        InvalidPropertyError,
+        r"^lease_renew_seconds \(60\) must be less than lease_timeout_seconds \(60\)$",
+    ),
+    (
+        "lease_timeout_below_renew",
+        "CREATE MATERIALIZED VIEW mv2 PROPERTIES ('lease_timeout_seconds' = '5') AS SELECT 1 AS a",
+        InvalidPropertyError,
+        r"^lease_renew_seconds \(10\) must be less than lease_timeout_seconds \(5\)$",
+    ),
+    (
+        "property_too_large",
+        "ALTER MATERIALIZED VIEW mv SET PROPERTIES ('partition_refresh_number' = '99999999999')",
+        InvalidPropertyError,
+        r"^property 'partition_refresh_number' must be an integer from 1 to 1000000, not '99999999999'$",
+    ),
+    (
+        "refresh_mode_incremental",
+        "ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'incremental')",
+        InvalidPropertyError,
+        r"^property 'refresh_mode' = 'INCREMENTAL' is not supported: incremental refresh is not implemented yet",
+    ),
+    (
+        "table_lease",
+        "CREATE TABLE rt (id int, PRIMARY KEY (id)) WITH ('lease_renew_seconds' = '100')",
+        InvalidPropertyError,
+        r"^Table 'rt': lease_renew_seconds \(100\) must be less than lease_timeout_seconds \(60\)$",
     ),
     (
         "bad_format",
@@ -286,15 +338,15 @@ def test_bad_input_changes_nothing(
     check_unchanged(client, statement.replace("{data}", str(root / "data")), error, message)
 
 
-def test_relative_location_is_resolved_or_refused(env: tuple[Client, Path]) -> None:
-    """A relative LOCATION that does not exist from the working directory is refused."""
+def test_relative_location_is_refused(env: tuple[Client, Path]) -> None:
+    """A relative LOCATION is refused (it would mean another directory for every working directory)."""
     client, _ = env
     assert not os.path.exists("no/such/dir")
     check_unchanged(
         client,
         "CREATE EXTERNAL TABLE t2 USING parquet LOCATION 'no/such/dir'",
         SourceError,
-        r"^LOCATION 'no/such/dir' does not exist or is not a directory$",
+        r"^LOCATION 'no/such/dir' is a relative path: give an absolute path$",
     )
 
 

@@ -36,13 +36,13 @@ def _nothing_created(client, name: str = "t") -> None:  # type: ignore[no-untype
             f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
             "refresh_mode = 'FULL_RELOAD', refresh_interval_sec = '0')",
             InvalidPropertyError,
-            "Table 't': refresh_interval_sec must be a positive integer, got '0'",
+            "Table 't': refresh_interval_sec must be an integer between 1 and 315360000, got '0'",
         ),
         (
             f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "
             "refresh_mode = 'FULL_RELOAD', refresh_interval_sec = 'soon')",
             InvalidPropertyError,
-            "Table 't': refresh_interval_sec must be a positive integer, got 'soon'",
+            "Table 't': refresh_interval_sec must be an integer between 1 and 315360000, got 'soon'",
         ),
         (
             f"CREATE TABLE t ({COLS}, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', format = 'csv', "

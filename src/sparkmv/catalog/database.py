@@ -9,8 +9,12 @@ are single ``UPDATE ... WHERE`` statements checked by row count, correct at that
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
@@ -21,6 +25,7 @@ from sparkmv.errors import CatalogError
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60
 READ_ONLY_OPTION = "sparkmv_read_only"
+SQLITE_HEADER = b"SQLite format 3\x00"
 
 
 def make_engine(url: str) -> Engine:
@@ -103,3 +108,109 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection."""
         self.engine.dispose()
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The database file of a SQLite URL (``sqlite:///path``), None for other URLs and memory."""
+    if not url.startswith("sqlite:///") or url.endswith((":memory:", "sqlite:///")):
+        return None
+    return Path(url.removeprefix("sqlite:///").split("?", 1)[0])
+
+
+def open_database(url: str, prepare: Callable[[Database], None], version_table: str) -> Database:
+    """Open the catalog database at ``url``; the one place a catalog is opened or created.
+
+    A SQLite catalog is created only where no file exists: it is built in a private file
+    (``prepare`` migrates it) and linked into place in one step, so no other process ever
+    sees a half-made catalog, and of two processes creating it at once one wins and the
+    other opens the winner's. An existing file that is empty, is not SQLite, or holds no
+    ``version_table`` (not a sparkmv catalog) is refused, read only and never written to.
+
+    Raises:
+        CatalogError: ``catalog <path> is empty or damaged; restore it from a backup``, or
+            ``cannot create catalog directory <dir>: <reason>``, or an error of ``prepare``.
+    """
+    path = sqlite_path(url)
+    if path is not None:
+        if not _sqlite_exists(path):
+            _create_sqlite(url, path, prepare)
+        elif not _holds_table(path, version_table):
+            raise CatalogError(damaged_message(path))
+    database = Database(url)
+    try:
+        prepare(database)
+    except BaseException:
+        database.dispose()
+        raise
+    return database
+
+
+def _holds_table(path: Path, table: str) -> bool:
+    """True when SQLite file ``path`` has ``table``; read through a read-only connection,
+    so a file that is refused is not touched (the engine's first connection would switch
+    it to WAL mode)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_SECONDS)
+    except sqlite3.Error:
+        return False
+    try:
+        query = "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?"
+        return conn.execute(query, (table,)).fetchone() is not None
+    except sqlite3.DatabaseError:  # "file is not a database": a damaged page behind a good header
+        return False
+    finally:
+        conn.close()
+
+
+def damaged_message(path: Path) -> str:
+    """The refusal of a catalog file that is not (or no longer) a sparkmv catalog."""
+    return f"catalog {path} is empty or damaged; restore it from a backup"
+
+
+def _sqlite_exists(path: Path) -> bool:
+    """True when a catalog file is there; raises when it cannot be a catalog at all.
+
+    A zero-byte file next to a non-empty write-ahead log is a catalog whose pages are all
+    still in the log (SQLite replays it), not a truncated one.
+    """
+    try:
+        with path.open("rb") as f:
+            header = f.read(len(SQLITE_HEADER))
+    except (FileNotFoundError, NotADirectoryError):
+        return False  # creating it says what is wrong with its directory
+    except IsADirectoryError:
+        raise CatalogError(f"catalog {path}: is a directory") from None
+    except OSError as exc:
+        raise CatalogError(f"cannot read catalog {path}: {exc.strerror}") from exc
+    wal = path.with_name(path.name + "-wal")
+    if header == SQLITE_HEADER or (not header and wal.is_file() and wal.stat().st_size > 0):
+        return True
+    raise CatalogError(damaged_message(path))
+
+
+def _create_sqlite(url: str, path: Path, prepare: Callable[[Database], None]) -> None:
+    directory = path.parent
+    if directory.exists() and not directory.is_dir():
+        raise CatalogError(f"cannot create catalog directory {directory}: not a directory")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise CatalogError(f"cannot create catalog directory {directory}: {exc.strerror}") from exc
+    private = directory / f".{path.name}.new-{os.getpid()}-{threading.get_ident()}"
+    for leftover in (private, private.with_name(private.name + "-wal"), private.with_name(private.name + "-shm")):
+        leftover.unlink(missing_ok=True)
+    query = url.partition("?")[2]
+    database = Database(f"sqlite:///{private}" + (f"?{query}" if query else ""))
+    try:
+        prepare(database)
+    finally:
+        database.dispose()  # the last connection's close checkpoints the log into the file
+    try:
+        os.link(private, path)  # fails when another process linked its catalog first: use that one
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        raise CatalogError(f"cannot create catalog {path}: {exc.strerror}") from exc
+    finally:
+        for leftover in (private, private.with_name(private.name + "-wal"), private.with_name(private.name + "-shm")):
+            leftover.unlink(missing_ok=True)

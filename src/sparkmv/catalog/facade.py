@@ -8,15 +8,15 @@ result, state IDLE) is one transaction.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 
 from sqlalchemy.orm import Session
 
 from sparkmv.catalog import migrate
 from sparkmv.catalog.control import ControlStore
-from sparkmv.catalog.database import Database
+from sparkmv.catalog.database import Database, open_database
 from sparkmv.catalog.objects import ObjectStore
 from sparkmv.catalog.runs import RunStore
 from sparkmv.catalog.scheduling import SchedulingStore
@@ -46,22 +46,14 @@ class Catalog:
 
     @classmethod
     def open(cls, url: str) -> Catalog:
-        """Connect to ``url`` and migrate it to the head revision.
+        """Connect to ``url`` and migrate it to the head revision; create it where no
+        catalog exists (see :func:`sparkmv.catalog.database.open_database`).
 
         Raises:
-            CatalogError: when the database cannot be reached.
+            CatalogError: when the database cannot be reached, the catalog file is empty or
+                damaged, or its revision is unknown.
         """
-        if url.startswith("sqlite:///"):
-            Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        database = Database(url)
-        try:
-            migrate.upgrade(database.engine)
-        except Exception as exc:
-            from sparkmv.errors import CatalogError
-
-            database.dispose()
-            raise CatalogError(f"cannot open catalog {url!r}: {exc}") from exc
-        return cls(database)
+        return cls(open_database(url, _migrate, migrate.VERSION_TABLE))
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
@@ -78,3 +70,18 @@ class Catalog:
     def close(self) -> None:
         """Release database connections."""
         self.db.dispose()
+
+
+_MIGRATING = threading.Lock()  # Alembic's context is process-global: one migration at a time
+
+
+def _migrate(database: Database) -> None:
+    try:
+        with _MIGRATING:
+            migrate.upgrade(database.engine)
+    except Exception as exc:
+        from sparkmv.errors import CatalogError
+
+        if isinstance(exc, CatalogError):
+            raise
+        raise CatalogError(f"cannot open catalog {database.url!r}: {exc}") from exc

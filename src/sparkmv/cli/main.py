@@ -1,7 +1,11 @@
 """The ``sparkmv`` command line (typer). Thin: parse, call the Client, print with rich.
 
-Errors derived from :class:`SparkMvError` print ``error: <message>`` and exit 1;
-``--debug`` shows the traceback.
+Exit codes: 0 success (a refresh that ends SKIPPED or MERGED is a success); 1 an error
+(one ``error: <message>`` line: a :class:`SparkMvError`, a file that cannot be read, an
+error from Spark in one line, a synchronous refresh that ends FAILED or CANCELLED, the
+first failing statement of a script); 2 a usage error (the usage line and ``error: ...``);
+130 interrupted. ``--debug`` shows the traceback. Spark's own log goes to
+``<home>/logs/spark.log``, never to the terminal.
 """
 
 from __future__ import annotations
@@ -9,18 +13,29 @@ from __future__ import annotations
 import logging
 import sys
 import traceback
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 
-from sparkmv.errors import SparkMvError
+try:  # recent typer vendors click and raises its own copies of click's exceptions
+    from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
+except ImportError:  # pragma: no cover - older typer runs on click itself
+    from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[assignment,no-redef]
+
+from sparkmv.errors import InputFileError, ScriptError, SparkMvError
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="Materialized views that stay fresh on Spark.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Materialized views that stay fresh on Spark.",
+    pretty_exceptions_enable=False,  # main() prints every error as one line
+)
 console = Console()
 if not console.is_terminal:
     console = Console(width=160)  # logs and pipes: do not wrap tables at 80 columns
@@ -47,6 +62,17 @@ class _State:
 
 
 state = _State()
+
+
+class OutputFormat(StrEnum):
+    """How query results and listings print (``--format``)."""
+
+    TABLE = "table"
+    CSV = "csv"
+    JSON = "json"
+
+
+FormatOption = Annotated[OutputFormat, typer.Option("--format", help="table, csv or json.")]
 
 
 def _parse_conf(items: list[str]) -> dict[str, str]:
@@ -77,7 +103,8 @@ def main_options(
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    logging.getLogger("py4j").setLevel(logging.WARNING)
+    logging.getLogger("py4j").setLevel(logging.DEBUG if debug else logging.ERROR)
+    logging.getLogger("pyspark").setLevel(logging.DEBUG if debug else logging.ERROR)
 
 
 def _print_rows(columns: list[str], rows: list[list[Any]], fmt: str, title: str | None = None) -> None:
@@ -96,20 +123,34 @@ def _progress_runner(client: Client, statement: str) -> Any:
 def sql(
     statement: Annotated[str | None, typer.Argument(help="One statement (or use -f).")] = None,
     file: Annotated[Path | None, typer.Option("-f", "--file", help="A file of statements separated by ';'.")] = None,
-    format: Annotated[str, typer.Option("--format", help="table, csv or json.")] = "table",
+    format: FormatOption = OutputFormat.TABLE,
 ) -> None:
-    """Run SQL statements; query results print as a table, CSV or JSON."""
-    from sparkmv.sql.parser import split_statements
+    """Run SQL statements; query results print as a table, CSV or JSON.
 
-    if format not in ("table", "csv", "json"):
-        raise SparkMvError(f"unknown --format {format!r}: use table, csv or json")
+    A script is parsed whole before its first statement runs; statements then run in
+    order and the first one that fails (or whose synchronous refresh ends FAILED or
+    CANCELLED) stops the script with exit code 1.
+    """
+    from sparkmv.sql.script import parse_script
+
     if (statement is None) == (file is None):
         raise SparkMvError("give one statement or -f FILE")
-    text = statement if statement is not None else file.read_text()  # type: ignore[union-attr]
+    text = statement if statement is not None else read_script(file)  # type: ignore[arg-type]
+    script = parse_script(text)
+    if not script:
+        raise SparkMvError("no statement to run" + (f" in {file}" if file is not None else ""))
     client = state.client()
-    for stmt in split_statements(text):
-        result = _progress_runner(client, stmt)
-        if result.dataframe is not None:
+    for item in script:
+        try:
+            result = _progress_runner(client, item.text)
+        except Exception as exc:
+            if len(script) == 1 or not _is_user_error(exc):
+                raise
+            where = f"statement {item.number} (line {item.line})"
+            raise ScriptError(f"{where} failed: {_one_line(exc)}", item.number, item.line) from exc
+        if result.rows is not None:  # read from the catalog alone: printed without Spark
+            _print_rows(result.rows.columns, [list(r) for r in result.rows.rows], format)
+        elif result.dataframe is not None:
             df = result.dataframe
             rows = [list(r) for r in df.collect()]
             _print_rows(df.columns, rows, format)
@@ -117,10 +158,29 @@ def sql(
             console.print(result.message, highlight=False, soft_wrap=True)
 
 
+def read_script(path: Path) -> str:
+    """The text of script ``path`` (UTF-8).
+
+    Raises:
+        InputFileError: ``cannot read script <path>: <reason>`` when it is missing, a
+            directory, unreadable, or not text.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise InputFileError(f"cannot read script {path}: {exc.strerror or exc}") from exc
+    try:
+        if b"\x00" in data:
+            raise UnicodeDecodeError("utf-8", data, data.index(b"\x00"), data.index(b"\x00") + 1, "NUL byte")
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"cannot read script {path}: not a UTF-8 text file (byte {exc.start})") from exc
+
+
 @app.command()
 def status(
     name: Annotated[str | None, typer.Argument(help="One MV (default: all).")] = None,
-    format: Annotated[str, typer.Option("--format")] = "table",
+    format: FormatOption = OutputFormat.TABLE,
 ) -> None:
     """The materialized views: state, rows, partitions, last refresh duration, freshness."""
     from sparkmv.cli.render import status_rows
@@ -133,13 +193,14 @@ def status(
 def runs(
     name: Annotated[str, typer.Argument(help="The MV or table.")],
     chunks: Annotated[bool, typer.Option(help="Also list each chunk of the newest run.")] = True,
-    format: Annotated[str, typer.Option("--format")] = "table",
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="Newest runs to list (1 to 10000).")] = 50,
+    format: FormatOption = OutputFormat.TABLE,
 ) -> None:
     """The refresh runs of one object, newest first, and the chunks of the newest run that has any."""
     from sparkmv.cli.render import chunk_rows, run_rows
 
     client = state.client()
-    all_runs = client.runs(name)
+    all_runs = client.runs(name, limit)
     cols, rows = run_rows(all_runs)
     _print_rows(cols, rows, format, title=f"refresh runs of {name}")
     with_chunks = [r for r in all_runs if r.chunks_planned > 0]
@@ -216,32 +277,81 @@ def scheduler(
 
 
 def main() -> None:
-    """Entry point of the ``sparkmv`` script."""
+    """Entry point of the ``sparkmv`` script: runs the command and turns every error into
+    one ``error:`` line and an exit code (see the module docstring)."""
+    code = 0
     try:
-        code = app(standalone_mode=False)
-        if isinstance(code, int) and code != 0:
-            sys.exit(code)  # typer.Exit(n) inside a command, returned in this mode
-    except SparkMvError as exc:
-        if state.debug:
-            # The plain traceback: rich's highlighted one takes seconds on sqlglot's large frames.
-            traceback.print_exc(file=sys.stderr)
-        err_console.print(f"error: {exc}", highlight=False, markup=False, soft_wrap=True)
-        sys.exit(1)
-    except (typer.Abort, KeyboardInterrupt):
-        err_console.print("error: interrupted")
-        sys.exit(130)
+        result = app(standalone_mode=False, prog_name="sparkmv")
+        if isinstance(result, int):
+            code = result  # typer.Exit(n) inside a command, returned in this mode
     except typer.Exit as exc:
-        sys.exit(exc.exit_code)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
+        code = exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        _error("interrupted")
+        code = 130
+    except NoArgsIsHelpError:
+        code = 2  # the help was printed: nothing was asked for
+    except UsageError as exc:
+        usage = exc.ctx.get_usage() if exc.ctx is not None else "Usage: sparkmv [OPTIONS] COMMAND [ARGS]..."
+        err_console.print(usage, highlight=False, markup=False, soft_wrap=True)
+        _error(exc.format_message())
+        code = 2
+    except ClickException as exc:
+        _error(exc.format_message())
+        code = exc.exit_code
+    except Exception as exc:
+        code = _report(exc)
     finally:
         if state._client is not None:
+            if state.debug and state._client.runtime.has_spark and code == 0:
+                _print_log_path(state._client.settings.home)
             state._client.close()
+    if code:
+        sys.exit(code)
+
+
+def _report(exc: Exception) -> int:
+    """Print a command's error as one line (the traceback too with --debug); exit code 1.
+
+    An error that is neither sparkmv's nor Spark's is a bug: it keeps its traceback.
+    """
+    from sparkmv.storage.spark_log import is_spark_error
+
+    spark_error = is_spark_error(exc)
+    if not _is_user_error(exc):
+        raise exc
+    if state.debug:
+        # The plain traceback: rich's highlighted one takes seconds on sqlglot's large frames.
+        traceback.print_exception(exc, file=sys.stderr)
+    _error(_one_line(exc))
+    client = state._client
+    if (client is not None and client.runtime.has_spark) or spark_error:
+        _print_log_path(client.settings.home if client is not None else Path(state.home or ".sparkmv").absolute())
+    return 1
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    """sparkmv's errors and Spark's (a query Spark rejects, a cluster it cannot reach) are
+    reported as one line; anything else is a bug and keeps its traceback."""
+    from sparkmv.storage.spark_log import is_spark_error
+
+    return isinstance(exc, SparkMvError) or is_spark_error(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    from sparkmv.storage.spark_log import spark_error_line
+
+    return str(exc) if isinstance(exc, SparkMvError) else spark_error_line(exc)
+
+
+def _print_log_path(home: Path) -> None:
+    from sparkmv.storage.spark_log import log_path
+
+    err_console.print(f"Spark's log: {log_path(home)}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _error(message: str) -> None:
+    err_console.print(f"error: {message}", highlight=False, markup=False, soft_wrap=True)
 
 
 if __name__ == "__main__":

@@ -115,9 +115,13 @@ def chunk_rows(chunks: list[dict[str, Any]]) -> tuple[list[str], list[list[Any]]
 
 
 def run_with_progress(console: Console, client: Client, statement: str) -> StatementResult:
-    """Execute a statement; a synchronous refresh in a terminal shows a live progress bar."""
+    """Execute a statement; a synchronous refresh in a terminal shows a live progress bar.
+
+    Raises:
+        RefreshFailedError: when a synchronous refresh ends FAILED or CANCELLED.
+    """
     if not console.is_terminal:
-        return client.execute(statement)
+        return client.execute(statement, raise_on_failure=True, prefer_rows=True)
     with Progress(
         TextColumn("[bold]refresh"),
         BarColumn(),
@@ -132,4 +136,4 @@ def run_with_progress(console: Console, client: Client, statement: str) -> State
         def on_chunk(done: int, total: int, rows: int) -> None:
             progress.update(task, completed=done, total=total, rows=rows)
 
-        return client.execute(statement, progress=on_chunk)
+        return client.execute(statement, progress=on_chunk, raise_on_failure=True, prefer_rows=True)

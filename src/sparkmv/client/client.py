@@ -15,33 +15,53 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
 from sparkmv.config import Settings
-from sparkmv.errors import ObjectNotFoundError, RefreshError
+from sparkmv.errors import ObjectNotFoundError, RefreshError, RefreshFailedError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.jobs.mv import refresh_mv
-from sparkmv.refresh.lifecycle import ProgressCallback
-from sparkmv.refresh.planner import RefreshRequest
-from sparkmv.refresh.recovery import RecoveryOutcome, expired_runs, recover
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.services.status import MvStatus, statuses
-from sparkmv.sql import statements as st
-from sparkmv.sql.parser import parse_statement
 
+# Everything that pulls in pyspark, pyiceberg or sqlglot is imported where it is used, so
+# that catalog-only commands (status of runs, cancel, pause, resume) start fast.
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from sparkmv.refresh.lifecycle import ProgressCallback
+    from sparkmv.refresh.planner import RefreshRequest
+    from sparkmv.refresh.recovery import RecoveryOutcome
+    from sparkmv.services.status import MvStatus
+
+FAILED_STATES = (RunState.FAILED, RunState.CANCELLED)
+"""Final states of a synchronous refresh that ``raise_on_failure`` turns into an error."""
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A result read from the catalog alone (``SHOW ...``, system tables): printed without Spark.
+
+    Attributes:
+        columns: column names; rows: the rows, in column order.
+        schema: Spark DDL of the columns, when known (for a DataFrame).
+    """
+
+    columns: list[str]
+    rows: list[tuple[Any, ...]]
+    schema: str | None = None
 
 
 @dataclass(frozen=True)
 class StatementResult:
-    """What a statement produced: a DataFrame (queries) or a message (everything else)."""
+    """What a statement produced: a DataFrame (queries), rows read from the catalog alone
+    (``SHOW``), or a message (everything else)."""
 
     dataframe: DataFrame | None = None
     message: str | None = None
     run: RefreshRun | None = None
+    rows: Rows | None = None
 
 
 class Client:
@@ -69,39 +89,85 @@ class Client:
     ) -> None:
         self.settings = Settings.resolve(home, catalog_url, master, conf)
         self.runtime = Runtime(self.settings, spark=spark)
-        if recover and expired_runs(self.runtime):
+        if recover and self._has_expired_runs():
             self.recover()
 
+    def _has_expired_runs(self) -> bool:
+        with self.runtime.catalog.read() as s:
+            return bool(self.runtime.catalog.objects.expired_leases(s))
+
     # -- statements -----------------------------------------------------------------------------
-    def sql(self, statement: str) -> DataFrame | None:
+    def sql(self, statement: str, raise_on_failure: bool = False) -> DataFrame | None:
         """Run one statement; a DataFrame for queries (SELECT, SHOW, DESCRIBE), else None.
+
+        A refresh whose run ends FAILED or CANCELLED is not an error by default (the run is
+        recorded; :meth:`execute` returns it); with ``raise_on_failure=True`` it raises
+        :class:`RefreshFailedError` carrying the run.
 
         Raises:
             ParseError, AnalysisError, ObjectNotFoundError, ObjectExistsError, BusyError, ...:
             every error derives from :class:`SparkMvError`.
         """
-        return self.execute(statement).dataframe
+        result = self.execute(statement, raise_on_failure=raise_on_failure)
+        if result.rows is not None:
+            return self.spark.createDataFrame(result.rows.rows, result.rows.schema or result.rows.columns)
+        return result.dataframe
 
-    def execute(self, statement: str, progress: ProgressCallback | None = None) -> StatementResult:
-        """Run one statement and return its result (DataFrame, message, refresh run)."""
-        from sparkmv.client.queries import run_query
-        from sparkmv.services import ddl
+    def execute(
+        self,
+        statement: str,
+        progress: ProgressCallback | None = None,
+        raise_on_failure: bool = False,
+        prefer_rows: bool = False,
+    ) -> StatementResult:
+        """Run one statement and return its result (DataFrame, message, refresh run).
+
+        Returns:
+            The result; for a synchronous refresh (``REFRESH MATERIALIZED VIEW``,
+            ``REFRESH TABLE``, the first build of ``CREATE MATERIALIZED VIEW``) ``run`` is
+            the finished run, whatever its state.
+
+        Raises:
+            RefreshFailedError: with ``raise_on_failure=True``, when that run ended FAILED or
+                CANCELLED (SKIPPED and MERGED are successes).
+            SparkMvError: every other error (see :meth:`sql`).
+
+        With ``prefer_rows`` (for callers that only print), a query that reads system tables
+        only is answered as ``rows`` from the catalog without Spark when it can be.
+        """
+        result = self._execute(statement, progress, prefer_rows)
+        if raise_on_failure and result.run is not None:
+            check_run(result.run)
+        return result
+
+    def _execute(self, statement: str, progress: ProgressCallback | None, prefer_rows: bool) -> StatementResult:
+        from sparkmv.refresh.planner import RefreshRequest
+        from sparkmv.sql import statements as st
+        from sparkmv.sql.parser import parse_statement
 
         stmt = parse_statement(statement)
         rt = self.runtime
         match stmt:
             case st.Query(sql=sql):
+                if prefer_rows:
+                    from sparkmv.client.catalog_query import system_table_rows
+
+                    answer = system_table_rows(rt, sql)
+                    if answer is not None:
+                        return StatementResult(rows=Rows(*answer))
+                from sparkmv.client.queries import run_query
+
                 return StatementResult(dataframe=run_query(rt, sql))
             case st.CreateExternalTable():
-                return StatementResult(message=ddl.create_external_table(rt, stmt))
+                return StatementResult(message=_ddl().create_external_table(rt, stmt))
             case st.CreateMaterializedView():
-                message = ddl.create_materialized_view(rt, stmt)
+                message = _ddl().create_materialized_view(rt, stmt)
                 if not stmt.deferred and "already exists" not in message:
                     run = self.refresh(stmt.name, progress=progress)
                     return StatementResult(message=f"{message}; {_run_text(run)}", run=run)
                 return StatementResult(message=message)
             case st.CreateRefreshableTable():
-                return StatementResult(message=ddl.create_table(rt, stmt))
+                return StatementResult(message=_ddl().create_table(rt, stmt))
             case st.RefreshMaterializedView():
                 if stmt.asynchronous:
                     request = RefreshRequest(stmt.force, stmt.start, stmt.end)
@@ -120,11 +186,11 @@ class Client:
             case st.CancelRefresh():
                 return StatementResult(message=self.cancel(stmt.name))
             case st.DropObject():
-                return StatementResult(message=ddl.drop_object(rt, stmt))
+                return StatementResult(message=_ddl().drop_object(rt, stmt))
             case st.AlterMaterializedView():
-                return StatementResult(message=ddl.alter_materialized_view(rt, stmt))
+                return StatementResult(message=_ddl().alter_materialized_view(rt, stmt))
             case st.Show(what=what):
-                return StatementResult(dataframe=self._show(what))
+                return StatementResult(rows=self._show(what))
             case st.Describe(name=name):
                 return StatementResult(dataframe=self._describe(name))
         raise AssertionError(f"unhandled statement {stmt!r}")
@@ -138,6 +204,8 @@ class Client:
         end: str | None = None,
         progress: ProgressCallback | None = None,
         trigger: Trigger = Trigger.MANUAL,
+        *,
+        raise_on_failure: bool = False,
     ) -> RefreshRun:
         """Refresh materialized view ``name`` synchronously.
 
@@ -145,20 +213,28 @@ class Client:
             force: refresh every partition in range, changed or not.
             start / end: partition range (start inclusive, end exclusive).
             progress: called after each chunk with (chunks done, chunks planned, rows).
+            raise_on_failure: raise instead of returning a FAILED or CANCELLED run.
 
         Returns:
-            The finished run (state SUCCESS, SKIPPED, FAILED or CANCELLED).
+            The finished run (state SUCCESS, SKIPPED, FAILED or CANCELLED): a failed
+            refresh is returned, not raised, unless ``raise_on_failure``.
 
         Raises:
             ObjectNotFoundError: no such MV. InactiveError: the MV is inactive.
             BusyError: the MV is being refreshed (names state, run and owner).
+            RefreshFailedError: with ``raise_on_failure=True``, when the run ends FAILED or
+                CANCELLED (its ``run`` attribute is the run).
         """
-        mv = _object_name(name)
+        from sparkmv.refresh.jobs.mv import refresh_mv
+        from sparkmv.refresh.planner import RefreshRequest
+
         request = RefreshRequest(force, start, end, automatic=trigger != Trigger.MANUAL)
-        return refresh_mv(self.runtime, mv, trigger, request, progress)
+        run = refresh_mv(self.runtime, _object_name(name), trigger, request, progress)
+        return check_run(run) if raise_on_failure else run
 
     def request_refresh(self, name: str | ObjectName, request: RefreshRequest | None = None) -> RefreshRun:
         """Queue a refresh (``WITH ASYNC MODE``) for the scheduler; merged into a pending one."""
+        from sparkmv.refresh.planner import RefreshRequest
         from sparkmv.scheduler.requests import enqueue
 
         return enqueue(self.runtime, _object_name(name), request or RefreshRequest())
@@ -177,14 +253,24 @@ class Client:
 
         return enqueue_table(self.runtime, _object_name(name))
 
-    def refresh_table(self, name: str | ObjectName, progress: ProgressCallback | None = None) -> RefreshRun:
-        """``REFRESH TABLE``: reload a refreshable table from its associated source."""
+    def refresh_table(
+        self, name: str | ObjectName, progress: ProgressCallback | None = None, *, raise_on_failure: bool = False
+    ) -> RefreshRun:
+        """``REFRESH TABLE``: reload a refreshable table from its associated source.
+
+        Returns:
+            The finished run; a FAILED or CANCELLED run is returned unless
+            ``raise_on_failure``, which raises :class:`RefreshFailedError` instead.
+        """
         from sparkmv.refresh.jobs.reload import reload_table
 
-        return reload_table(self.runtime, _object_name(name), Trigger.MANUAL, progress)
+        run = reload_table(self.runtime, _object_name(name), Trigger.MANUAL, progress)
+        return check_run(run) if raise_on_failure else run
 
     def recover(self) -> list[RecoveryOutcome]:
         """Resume every run whose lease expired (see :mod:`sparkmv.refresh.recovery`)."""
+        from sparkmv.refresh.recovery import recover
+
         return recover(self.runtime)
 
     # -- control ----------------------------------------------------------------------------------
@@ -229,6 +315,8 @@ class Client:
 
     def status(self, name: str | None = None) -> list[MvStatus]:
         """Status of every MV (or one): state, rows, partitions, last refresh, freshness."""
+        from sparkmv.services.status import statuses
+
         return statuses(self.runtime, ObjectName.parse(name) if name else None)
 
     def runs(self, name: str, limit: int = 50) -> list[RefreshRun]:
@@ -271,7 +359,7 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _show(self, what: str) -> DataFrame:
+    def _show(self, what: str) -> Rows:
         with self.runtime.catalog.read() as s:
             rows = self.runtime.catalog.objects.list(s)
         if what == "MATERIALIZED VIEWS":
@@ -280,14 +368,14 @@ class Client:
                 for r in rows
                 if r.kind == ObjectKind.MATERIALIZED_VIEW
             ]
-            return self.spark.createDataFrame(
-                data, "name string, state string, is_active boolean, partition_by string, refresh_scheme string"
-            )
+            schema = "name string, state string, is_active boolean, partition_by string, refresh_scheme string"
+            return Rows(["name", "state", "is_active", "partition_by", "refresh_scheme"], data, schema)
         data2 = [
             (ObjectName(r.namespace, r.name).display, r.kind, r.location, ",".join(r.partition_columns or []))
             for r in rows
         ]
-        return self.spark.createDataFrame(data2, "name string, kind string, location string, partition_columns string")
+        schema = "name string, kind string, location string, partition_columns string"
+        return Rows(["name", "kind", "location", "partition_columns"], data2, schema)
 
     def _describe(self, name: ObjectName) -> DataFrame:
         from sparkmv.client.queries import table_dataframe
@@ -316,6 +404,26 @@ def _queued_result(name: ObjectName, run: RefreshRun) -> StatementResult:
 def _object_name(name: str | ObjectName) -> ObjectName:
     """A statement's name is already parsed; a name given as text is parsed here, once."""
     return name if isinstance(name, ObjectName) else ObjectName.parse(name)
+
+
+def _ddl() -> ModuleType:
+    """The DDL module, imported on first use (it imports pyspark)."""
+    from sparkmv.services import ddl
+
+    return ddl
+
+
+def check_run(run: RefreshRun) -> RefreshRun:
+    """``run`` itself when it did not end FAILED or CANCELLED.
+
+    Raises:
+        RefreshFailedError: ``run <id> of '<name>' FAILED: <error>`` (or CANCELLED), with
+            the run attached.
+    """
+    if run.state not in FAILED_STATES:
+        return run
+    reason = f": {run.error}" if run.error else ""
+    raise RefreshFailedError(f"refresh run {run.run_id} of '{run.name}' {run.state}{reason}", run)
 
 
 def _run_text(run: RefreshRun) -> str:

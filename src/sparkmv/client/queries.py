@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame
+from typing import TYPE_CHECKING
 
 from sparkmv.client.system_tables import SYSTEM_TABLES, system_table
 from sparkmv.errors import ObjectNotFoundError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.analyze import base_dataframe, run_select
 from sparkmv.refresh.runtime import Runtime
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 
 def table_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFrame:
@@ -21,7 +24,7 @@ def table_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataF
         if name.name not in SYSTEM_TABLES:
             raise ObjectNotFoundError(f"system table 'sparkmv.{name.name}' does not exist")
         if empty:
-            return rt.spark.createDataFrame([], SYSTEM_TABLES[name.name][0])
+            return rt.spark.createDataFrame([], SYSTEM_TABLES[name.name][0].ddl)
         return system_table(rt, name.name)
     return base_dataframe(rt, name, empty)
 

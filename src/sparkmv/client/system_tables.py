@@ -1,26 +1,15 @@
 """System tables readable with SELECT: ``sparkmv.materialized_views``, ``sparkmv.task_runs``,
 ``sparkmv.refresh_progress``, ``sparkmv.refresh_table_state``, ``sparkmv.tasks``.
 
-Each is built from the catalog when a query names it, as a Spark DataFrame with a fixed
-schema (column names are a contract).
+Each is built from the catalog when a query names it: rows in plain Python (no Spark), made
+a Spark DataFrame with a fixed schema when a query needs Spark (column names are a contract).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import asdict
-from typing import Any
-
-from pyspark.sql import DataFrame
-from pyspark.sql.types import (
-    BooleanType,
-    DoubleType,
-    LongType,
-    StringType,
-    StructField,
-    StructType,
-    TimestampNTZType,
-)
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ObjectKind
 from sparkmv.catalog.models import ObjectRow
@@ -28,11 +17,31 @@ from sparkmv.names import ObjectName
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.services.status import statuses
 
-S, L, B, T, D = StringType(), LongType(), BooleanType(), TimestampNTZType(), DoubleType()
+if TYPE_CHECKING:  # rows are read from the catalog without Spark; a DataFrame is made on request
+    from pyspark.sql import DataFrame
+
+S, L, B, T, D = "string", "bigint", "boolean", "timestamp_ntz", "double"
 
 
-def _schema(*cols: tuple[str, Any]) -> StructType:
-    return StructType([StructField(n, t, True) for n, t in cols])
+@dataclass(frozen=True)
+class SystemSchema:
+    """Columns of a system table: names and Spark SQL types (``bigint``, ``timestamp_ntz``)."""
+
+    columns: tuple[tuple[str, str], ...]
+
+    @property
+    def names(self) -> list[str]:
+        """Column names, in order."""
+        return [name for name, _ in self.columns]
+
+    @property
+    def ddl(self) -> str:
+        """Spark DDL (``run_id bigint, mv_name string``) for ``createDataFrame``."""
+        return ", ".join(f"{name} {kind}" for name, kind in self.columns)
+
+
+def _schema(*cols: tuple[str, str]) -> SystemSchema:
+    return SystemSchema(tuple(cols))
 
 
 MATERIALIZED_VIEWS = _schema(
@@ -123,7 +132,7 @@ def _progress_text(run: Any) -> str:
 
 def materialized_views_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     """Rows of ``sparkmv.materialized_views``."""
-    names = [f.name for f in MATERIALIZED_VIEWS.fields]
+    names = MATERIALIZED_VIEWS.names
     return [tuple(asdict(st)[n] for n in names) for st in statuses(rt)]
 
 
@@ -232,7 +241,7 @@ def _tasks_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     return out
 
 
-SYSTEM_TABLES: dict[str, tuple[StructType, Callable[[Runtime], list[tuple[Any, ...]]]]] = {
+SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any, ...]]]]] = {
     "materialized_views": (MATERIALIZED_VIEWS, materialized_views_rows),
     "task_runs": (TASK_RUNS, task_runs_rows),
     "refresh_progress": (REFRESH_PROGRESS, refresh_progress_rows),
@@ -248,4 +257,4 @@ def system_table(rt: Runtime, name: str) -> DataFrame:
         KeyError: when there is no such system table.
     """
     schema, rows = SYSTEM_TABLES[name]
-    return rt.spark.createDataFrame(rows(rt), schema)
+    return rt.spark.createDataFrame(rows(rt), schema.ddl)

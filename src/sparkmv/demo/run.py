@@ -43,7 +43,7 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
     """Run the demo; returns True when every check passed."""
     t0 = time.monotonic()
     console.print(f"[bold]sparkmv demo[/bold]: TPC-H scale factor {scale_factor:g}, data in {data_dir}")
-    layout = prepare(client.spark, data_dir, scale_factor)
+    layout = prepare(client.spark, data_dir.absolute(), scale_factor)  # LOCATION must be absolute
     console.print(f"data ready in {time.monotonic() - t0:.1f} s")
     for name in DEMO_MVS:
         client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")

@@ -27,13 +27,22 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     "partition_refresh_strategy": ("STRICT", "ADAPTIVE", "FORCE"),
     "publish": ("ATOMIC", "PER_CHUNK"),
 }
+NOT_YET_SUPPORTED: dict[str, dict[str, str]] = {
+    "refresh_mode": {"INCREMENTAL": "incremental refresh is not implemented yet; use AUTO, PCT or FULL"},
+}
+"""Enum values reserved for a coming feature: rejected at CREATE / ALTER with this reason
+(rather than silently acting as another value)."""
+LEASE_SECONDS: dict[str, tuple[int, int, int]] = {
+    # name: (min, max, default); shared by MV properties and refreshable-table options
+    "lease_renew_seconds": (1, 3600, 10),
+    "lease_timeout_seconds": (2, 86400, 60),
+}
 _INTS: dict[str, tuple[int, int]] = {
     "partition_refresh_number": (1, 1_000_000),
     "mv_max_rows_per_refresh": (1, 2**62),
     "mv_max_bytes_per_refresh": (1, 2**62),
     "auto_refresh_partitions_limit": (1, 1_000_000),
-    "lease_renew_seconds": (1, 3600),
-    "lease_timeout_seconds": (2, 86400),
+    **{key: (lo, hi) for key, (lo, hi, _default) in LEASE_SECONDS.items()},
     "max_refresh_attempts": (1, 100),
     "snapshot_retention_hours": (0, 100_000),
     "max_consecutive_failures": (1, 1_000_000),
@@ -47,11 +56,25 @@ _TTL = re.compile(r"^\s*(\d+)\s+(DAY|MONTH|YEAR)S?\s*$", re.IGNORECASE)
 KNOWN = set(_ENUMS) | set(_INTS) | set(_FLOATS) | set(_LISTS) | {"partition_ttl", "partition_retention_condition"}
 
 
+def check_lease(renew_seconds: int, timeout_seconds: int, owner: str = "") -> None:
+    """The lease rule: the owner renews its lease well before it expires.
+
+    Raises:
+        InvalidPropertyError: when ``lease_renew_seconds >= lease_timeout_seconds`` (the
+            owner would lose its own lease between two renewals).
+    """
+    if renew_seconds >= timeout_seconds:
+        raise InvalidPropertyError(
+            f"{owner}lease_renew_seconds ({renew_seconds}) must be less than lease_timeout_seconds ({timeout_seconds})"
+        )
+
+
 def validate(props: dict[str, str]) -> dict[str, str]:
     """Check names and values; returns the normalised mapping (enum values upper-cased).
 
     Raises:
-        InvalidPropertyError: for an unknown name or a value out of its domain.
+        InvalidPropertyError: for an unknown name, a value out of its domain, or a value
+            reserved for a coming feature (``refresh_mode = 'INCREMENTAL'``).
     """
     out: dict[str, str] = {}
     for raw_key, raw_value in props.items():
@@ -61,6 +84,9 @@ def validate(props: dict[str, str]) -> dict[str, str]:
             if value.upper() not in _ENUMS[key]:
                 raise InvalidPropertyError(f"property {key!r} must be one of {', '.join(_ENUMS[key])}, not {value!r}")
             value = value.upper()
+            reason = NOT_YET_SUPPORTED.get(key, {}).get(value)
+            if reason is not None:
+                raise InvalidPropertyError(f"property {key!r} = {value!r} is not supported: {reason}")
         elif key in _INTS:
             lo, hi = _INTS[key]
             if not re.fullmatch(r"\d+", value) or not lo <= int(value) <= hi:
@@ -72,7 +98,9 @@ def validate(props: dict[str, str]) -> dict[str, str]:
                 number = -1.0
             lo_f, hi_f = _FLOATS[key]
             if not lo_f <= number <= hi_f:
-                raise InvalidPropertyError(f"property {key!r} must be a number >= {lo_f}, not {value!r}")
+                raise InvalidPropertyError(
+                    f"property {key!r} must be a number from {lo_f:g} to {hi_f:g}, not {value!r}"
+                )
         elif key in _LISTS:
             value = ",".join(p.strip().lower() for p in value.split(",") if p.strip())
         elif key == "partition_ttl":
@@ -120,8 +148,8 @@ class MvProperties:
     excluded_refresh_tables: tuple[str, ...] = ()
     excluded_trigger_tables: tuple[str, ...] = ()
     publish: str = "ATOMIC"
-    lease_renew_seconds: int = 10
-    lease_timeout_seconds: int = 60
+    lease_renew_seconds: int = LEASE_SECONDS["lease_renew_seconds"][2]
+    lease_timeout_seconds: int = LEASE_SECONDS["lease_timeout_seconds"][2]
     max_refresh_attempts: int = 3
     throttle_chunks_per_minute: float = 0.0
     snapshot_retention_hours: int = 24
@@ -134,7 +162,7 @@ class MvProperties:
         """Validate and type ``props``.
 
         Raises:
-            InvalidPropertyError: see :func:`validate`.
+            InvalidPropertyError: see :func:`validate` and :func:`check_lease`.
         """
         p = validate({k: str(v) for k, v in props.items()})
         kwargs: dict[str, Any] = {"raw": p}
@@ -155,7 +183,9 @@ class MvProperties:
             kwargs["partition_ttl"] = (int(m.group(1)), m.group(2).upper())
         if "partition_retention_condition" in p:
             kwargs["partition_retention_condition"] = p["partition_retention_condition"]
-        return cls(**kwargs)
+        parsed = cls(**kwargs)
+        check_lease(parsed.lease_renew_seconds, parsed.lease_timeout_seconds)
+        return parsed
 
 
 def _qualify(name: str) -> str:

@@ -16,10 +16,11 @@ from typing import TYPE_CHECKING
 from sparkmv.catalog import Catalog
 from sparkmv.config import Settings
 from sparkmv.refresh.faults import FaultInjector
-from sparkmv.storage.iceberg import IcebergStore
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from sparkmv.storage.iceberg import IcebergStore
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,10 @@ class Runtime:
 
     @cached_property
     def iceberg(self) -> IcebergStore:
-        """The Iceberg store on the same database as the catalog."""
+        """The Iceberg store on the same database as the catalog (pyiceberg is imported here,
+        on first use, so that catalog-only commands do not pay for it)."""
+        from sparkmv.storage.iceberg import IcebergStore
+
         return IcebergStore(self.settings.catalog_url, self.settings.warehouse, self.catalog.db.engine)
 
     @property
@@ -74,7 +78,7 @@ class Runtime:
         if self._spark is None:
             from sparkmv.storage.spark import get_spark
 
-            self._spark = get_spark(self.settings.spark_master, self.settings.spark_conf)
+            self._spark = get_spark(self.settings.spark_master, self.settings.spark_conf, log_home=self.settings.home)
         return self._spark
 
     @property

@@ -58,6 +58,7 @@ def create_external_table(rt: Runtime, stmt: CreateExternalTable) -> str:
         if stmt.if_not_exists:
             return f"table '{stmt.name}' already exists"
         raise ObjectExistsError(f"'{stmt.name}' already exists")
+    parquet.check_location(stmt.location)  # before Spark starts: a bad LOCATION fails in a second
     schema_json, partition_columns = parquet.discover(rt.spark, stmt.location)
     with rt.catalog.transaction() as s:
         rt.catalog.objects.insert(

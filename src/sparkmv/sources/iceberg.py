@@ -6,17 +6,21 @@ partition metadata), as StarRocks tracks Iceberg base tables.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pyiceberg.table import Table
-from pyspark.sql import DataFrame, SparkSession
 
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
-from sparkmv.storage.files import read_files
 from sparkmv.storage.iceberg import IcebergStore
-from sparkmv.storage.schema import arrow_to_spark, schema_from_json, schema_to_json
+
+if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Spark
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def pin(name: str, table: Table) -> PinnedTable:
     """Pin the current snapshot of ``table``: its files grouped by partition."""
+    from sparkmv.storage.schema import arrow_to_spark, schema_to_json
+
     schema_json = schema_to_json(arrow_to_spark(table.schema().as_arrow()))
     column = IcebergStore.partition_column(table)
     snap = table.current_snapshot()
@@ -45,4 +49,7 @@ def pin(name: str, table: Table) -> PinnedTable:
 def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
     """A DataFrame over the pinned snapshot's files (of ``partitions`` only, when given)."""
     files = [f for key, p in pinned.partitions.items() if partitions is None or key in partitions for f in p.files]
+    from sparkmv.storage.files import read_files
+    from sparkmv.storage.schema import schema_from_json
+
     return read_files(spark, files, schema_from_json(pinned.schema_json))

@@ -10,27 +10,84 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-
-from pyspark.sql import DataFrame, SparkSession
+from typing import TYPE_CHECKING
 
 from sparkmv.errors import SourceError
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable
-from sparkmv.storage.schema import schema_from_json, schema_to_json
+
+if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Spark
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def _is_data_file(name: str) -> bool:
     return not name.startswith(("_", ".")) and not name.endswith(".crc")
 
 
+PARQUET_MAGIC = b"PAR1"
+_SAMPLE_FILES = 64
+
+
+def check_location(location: str) -> Path:
+    """Check a Parquet LOCATION without Spark: an absolute path of a directory holding
+    Parquet data files (read by their ``PAR1`` magic bytes, a sample of at most 64 files).
+
+    Returns:
+        The location as a path.
+
+    Raises:
+        SourceError: a relative path, a path that does not exist, a file, a directory
+            with no data files, or one whose files are not Parquet (``holds no Parquet
+            files (found 3 .csv files)``).
+    """
+    root = Path(location.removeprefix("file://"))
+    if not root.is_absolute():
+        raise SourceError(f"LOCATION '{location}' is a relative path: give an absolute path")
+    if not root.exists():
+        raise SourceError(f"LOCATION '{location}' does not exist")
+    if not root.is_dir():
+        raise SourceError(f"LOCATION '{location}' is a file, not a directory of Parquet files")
+    files = _sample_data_files(root)
+    if not files:
+        raise SourceError(f"LOCATION '{location}' holds no data files")
+    if not any(_is_parquet(f) for f in files):
+        kinds: dict[str, int] = {}
+        for f in files:
+            kinds[f.suffix.lower() or "(no extension)"] = kinds.get(f.suffix.lower() or "(no extension)", 0) + 1
+        found = ", ".join(f"{n} {ext} file{'s' if n > 1 else ''}" for ext, n in sorted(kinds.items()))
+        raise SourceError(f"LOCATION '{location}' holds no Parquet files (found {found})")
+    return root
+
+
+def _sample_data_files(root: Path) -> list[Path]:
+    out: list[Path] = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if _is_data_file(d))
+        out.extend(Path(dirpath, fn) for fn in sorted(filenames) if _is_data_file(fn))
+        if len(out) >= _SAMPLE_FILES:
+            return out[:_SAMPLE_FILES]
+    return out
+
+
+def _is_parquet(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
+    except OSError:
+        return False
+
+
 def discover(spark: SparkSession, location: str) -> tuple[str, list[str]]:
     """Schema JSON and partition columns of the Parquet data under ``location``.
 
+    Call :func:`check_location` first: it needs no Spark (``spark`` here may start one).
+
     Raises:
-        SourceError: when the location does not exist or holds no readable Parquet.
+        SourceError: when the location is not a directory of Parquet data (see
+            :func:`check_location`) or Spark cannot read it.
     """
-    root = Path(location)
-    if not root.is_dir():
-        raise SourceError(f"LOCATION '{location}' does not exist or is not a directory")
+    from sparkmv.storage.schema import schema_to_json
+
+    root = check_location(location)
     partition_columns = _partition_columns(root)
     try:
         schema = spark.read.parquet(str(root)).schema
@@ -97,6 +154,8 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
 
     Partition columns come from the Hive directory names with the stored schema's types.
     """
+    from sparkmv.storage.schema import schema_from_json
+
     schema = schema_from_json(pinned.schema_json)
     files = [f for key, p in pinned.partitions.items() if partitions is None or key in partitions for f in p.files]
     if not files:

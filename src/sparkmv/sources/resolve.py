@@ -3,7 +3,7 @@ plain table of the pyiceberg catalog."""
 
 from __future__ import annotations
 
-from pyspark.sql import DataFrame, SparkSession
+from typing import TYPE_CHECKING
 
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
@@ -12,6 +12,9 @@ from sparkmv.names import ObjectName
 from sparkmv.sources import iceberg, parquet
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
+
+if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Spark
+    from pyspark.sql import DataFrame, SparkSession
 
 
 def pin_base(name: ObjectName, row: ObjectRow | None, store: IcebergStore) -> PinnedTable:

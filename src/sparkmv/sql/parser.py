@@ -48,9 +48,17 @@ from sparkmv.sql.statements import (
 )
 
 _UNITS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86400}
+MAX_EVERY_SECONDS = 3650 * 86400
+"""Longest ``REFRESH ASYNC EVERY`` interval: ten years (a longer one is a typo, and would
+overflow the scheduler's datetime arithmetic)."""
 
 
-def _tokenize(sql: str) -> list[Token]:
+def tokenize(sql: str) -> list[Token]:
+    """sqlglot's Spark tokens of ``sql``.
+
+    Raises:
+        ParseError: at an unterminated string, identifier or comment.
+    """
     try:
         return list(Spark().tokenizer().tokenize(sql))
     except TokenError as exc:
@@ -111,7 +119,7 @@ def split_statements(text: str) -> list[str]:
     """
     out: list[str] = []
     start = 0
-    for tok in _tokenize(text):
+    for tok in tokenize(text):
         if tok.token_type == TokenType.SEMICOLON:
             out.append(text[start : tok.start])
             start = tok.end + 1
@@ -134,7 +142,7 @@ _COMMAND_TOKENS = frozenset({TokenType.COMMAND, TokenType.SHOW})
 
 def _words(sql: str, offset: int = 0) -> list[_Word]:
     words: list[_Word] = []
-    tokens = _tokenize(sql[offset:])
+    tokens = tokenize(sql[offset:])
     for k, tok in enumerate(tokens):
         start, end = offset + tok.start, offset + tok.end
         if tok.token_type in _COMMAND_TOKENS and k + 1 < len(tokens):
@@ -357,9 +365,12 @@ def _scheme(c: _Cursor) -> RefreshScheme:
         if unit is None:
             raise c.error("SECOND, MINUTE, HOUR or DAY")
         c.expect(")")
-        if n <= 0:
-            raise ParseError("EVERY interval must be positive")
         every = n * _UNITS[unit]
+        if not 1 <= every <= MAX_EVERY_SECONDS:
+            raise ParseError(
+                f"EVERY (INTERVAL {n} {unit}) is out of range: the interval must be from 1 SECOND to "
+                f"{MAX_EVERY_SECONDS // 86400} DAY"
+            )
         text += f" EVERY (INTERVAL {n} {unit})"
     elif start is not None:
         raise c.error("EVERY after START")

@@ -11,11 +11,13 @@ import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
-from pyspark.sql.types import StructType
+
+if TYPE_CHECKING:  # pyspark is imported where a DataFrame is written: listing files needs none
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 PARTITION_COPY = "__smv_part"
 
@@ -50,6 +52,8 @@ def write_staged(
     ``single_partition`` (the chunk holds one MV partition) writes one file without the
     extra shuffle: the fixed cost of a small PCT refresh is mostly Spark stages.
     """
+    from pyspark.sql import functions as F
+
     if directory.exists():
         shutil.rmtree(directory)
     out = df

@@ -24,6 +24,7 @@ from typing import Any
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import InvalidPropertyError
 from sparkmv.names import ObjectName
+from sparkmv.refresh.properties import LEASE_SECONDS, check_lease
 
 VNODE_COLUMN = "_vnode"
 CHANGELOG_SUFFIX = "__changelog"
@@ -46,12 +47,13 @@ _COMMON = {
 _FILES = {"path", "format", "match_pattern", "csv.header", "csv.delimiter"}
 _JDBC = {"url", "query", "user", "password", "password_env", "password_file", "driver", "jars"}
 
+MAX_INTERVAL_SECONDS = 3650 * 86400
+"""Longest ``refresh_interval_sec``: ten years, as for an MV's ``EVERY`` interval."""
 _INT_RANGES: dict[str, tuple[int, int, int]] = {
     # name: (min, max, default)
     "vnode_count": (1, 4096, 64),
     "merge_batch_rows": (1, 2**62, 4_000_000),
-    "lease_timeout_seconds": (2, 86400, 60),
-    "lease_renew_seconds": (1, 3600, 10),
+    **LEASE_SECONDS,
     "max_refresh_attempts": (1, 100, 2),
 }
 
@@ -122,18 +124,12 @@ def parse_with_options(table: str, raw: dict[str, str]) -> dict[str, Any]:
     if interval is not None:
         if mode != "FULL_RELOAD":
             raise InvalidPropertyError(f"Table '{table}': refresh_interval_sec requires refresh_mode = 'FULL_RELOAD'")
-        text = interval.strip()
-        if not text.isdigit() or int(text) <= 0:
-            raise InvalidPropertyError(
-                f"Table '{table}': refresh_interval_sec must be a positive integer, got '{interval}'"
-            )
-        out["refresh_interval_sec"] = int(text)
+        out["refresh_interval_sec"] = _positive_int(table, "refresh_interval_sec", interval, 1, MAX_INTERVAL_SECONDS)
     else:
         out["refresh_interval_sec"] = None
     for key, (low, high, default) in _INT_RANGES.items():
         out[key] = _positive_int(table, key, opts[key], low, high) if key in opts else default
-    if out["lease_renew_seconds"] >= out["lease_timeout_seconds"]:
-        raise InvalidPropertyError(f"Table '{table}': lease_renew_seconds must be less than lease_timeout_seconds")
+    check_lease(out["lease_renew_seconds"], out["lease_timeout_seconds"], owner=f"Table '{table}': ")
     if connector == "files":
         _files_options(table, opts, out)
     elif connector == "jdbc":

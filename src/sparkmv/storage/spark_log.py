@@ -1,0 +1,144 @@
+"""Where Spark's own log goes, and Spark errors in one line. Plain Python: no pyspark import.
+
+The driver JVM logs through log4j2. sparkmv writes a log4j2 properties file under the home
+that sends every Spark log line to ``<home>/logs/spark.log`` (never the terminal) and
+hands it to the JVM with ``-Dlog4j2.configurationFile`` in ``spark.driver.extraJavaOptions``
+before the JVM starts. The Python side of py4j and pyspark logs to the same file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+LOG_DIR = "logs"
+LOG_FILE = "spark.log"
+CONFIG_FILE = "log4j2.properties"
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
+
+_LOG4J2 = """# Written by sparkmv: Spark's own log goes to a file, never to the terminal.
+status = error
+appender.file.type = File
+appender.file.name = file
+appender.file.fileName = {log}
+appender.file.append = true
+appender.file.layout.type = PatternLayout
+appender.file.layout.pattern = %d{{yyyy-MM-dd HH:mm:ss}} %p %c: %m%n%ex
+rootLogger.level = warn
+rootLogger.appenderRef.file.ref = file
+logger.parquet.name = org.apache.parquet
+logger.parquet.level = error
+logger.hadoop.name = org.apache.hadoop
+logger.hadoop.level = error
+"""
+
+_PYTHON_LOGGERS = ("py4j", "pyspark")
+
+
+def log_path(home: Path) -> Path:
+    """The Spark log file of ``home``: ``<home>/logs/spark.log``."""
+    return home / LOG_DIR / LOG_FILE
+
+
+def log_conf(home: Path, conf: dict[str, str]) -> dict[str, str]:
+    """``conf`` plus the Java option that points log4j2 at a file-only configuration.
+
+    Writes ``<home>/logs/log4j2.properties`` (and creates the directory). A user's own
+    ``spark.driver.extraJavaOptions`` is kept; a user's own ``-Dlog4j2.configurationFile``
+    wins. Also sends the py4j and pyspark Python loggers to the same log file.
+
+    Raises:
+        OSError: when the log directory cannot be created.
+    """
+    directory = home / LOG_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    config = directory / CONFIG_FILE
+    text = _LOG4J2.format(log=log_path(home))
+    if not config.is_file() or config.read_text() != text:
+        config.write_text(text)
+    _python_loggers_to_file(log_path(home))
+    options = conf.get(JAVA_OPTIONS, "")
+    if "log4j2.configurationFile" in options:
+        return dict(conf)
+    return {**conf, JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile=file:{config}".strip()}
+
+
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|yarn|(spark|k8s|sc)://\S+)$")
+
+
+def check_master(master: str) -> None:
+    """Refuse a Spark master URL Spark would refuse, before a JVM is started for it.
+
+    Raises:
+        StorageError: for anything but ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``,
+            ``local-cluster[...]``, ``yarn``, ``spark://...``, ``k8s://...``, ``sc://...``.
+    """
+    if not _MASTER.match(master.strip()):
+        from sparkmv.errors import StorageError
+
+        raise StorageError(
+            f"Spark master {master!r} is not valid: use local[*], local[N], spark://HOST:PORT, yarn or k8s://URL"
+        )
+
+
+@contextmanager
+def console_output_to(path: Path) -> Iterator[None]:
+    """Send this process's stdout and stderr file descriptors to ``path`` while a JVM starts.
+
+    pyspark starts the driver JVM as a child that inherits both descriptors; whatever the
+    JVM prints itself (start-up warnings, ``Exception in thread "main"``) lands in the log
+    for its whole life. Python's own streams are restored when the block ends.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    try:
+        with path.open("ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        os.close(saved[0])
+        os.close(saved[1])
+
+
+def _python_loggers_to_file(path: Path) -> None:
+    handler = logging.FileHandler(path)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in _PYTHON_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.handlers = [h for h in logger.handlers if not isinstance(h, logging.FileHandler)] + [handler]
+        logger.propagate = False  # not to the terminal
+
+
+def is_spark_error(exc: BaseException) -> bool:
+    """True for an exception raised by pyspark or py4j (checked by module, without importing them)."""
+    return any(cls.__module__.split(".")[0] in _PYTHON_LOGGERS for cls in type(exc).__mro__)
+
+
+_NOISE = ("JVM stacktrace", "at ", "py4j", "An error occurred while calling", "Traceback", "File ")
+_CLASS_PREFIX = re.compile(r"^(?:[\w$.]+(?:Exception|Error): )+")
+
+
+def spark_error_line(exc: BaseException) -> str:
+    """The first meaningful line of a Spark or py4j error, without Java class names.
+
+    >>> spark_error_line(RuntimeError("An error occurred while calling o46.parquet.\\n"
+    ...     ": org.apache.spark.SparkException: Could not parse Master URL: 'nonsense://x'\\n\\tat x"))
+    "Could not parse Master URL: 'nonsense://x'"
+    """
+    text = str(exc).strip()
+    for raw in text.splitlines():
+        line = raw.strip().removeprefix(": ")
+        if line and not line.startswith(_NOISE):
+            return _CLASS_PREFIX.sub("", line)[:1000]
+    return type(exc).__name__

@@ -1,0 +1,105 @@
+"""Catalog-only commands answer without importing pyspark (nor starting a JVM): ``runs``,
+``status``, ``cancel``, ``pause``, ``resume``, ``SHOW`` and SELECTs of system tables. Checked by the modules loaded in
+a real ``sparkmv`` process, not by the wall clock (``bench/bench_cli.py`` measures that)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sparkmv.client.client import Client
+from tests.helpers import write_partition
+
+pytestmark = [pytest.mark.spark]
+
+# Runs the sparkmv entry point, then reports the exit code and whether pyspark was imported.
+PROBE = """
+import json, sys
+from sparkmv.cli.main import main
+sys.argv = ["sparkmv", *sys.argv[1:]]
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code or 0
+heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyspark", "py4j", "pandas"})
+print(json.dumps({"code": code, "heavy": heavy}), file=sys.__stderr__)
+"""
+
+
+@pytest.fixture(scope="module")
+def home(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A home with a Parquet base table and a built MV."""
+    root = tmp_path_factory.mktemp("fast")
+    sales = root / "sales"
+    write_partition(sales, "m", "2024-01", {"id": [1, 2], "amount": [1.5, 2.0]})
+    write_partition(sales, "m", "2024-02", {"id": [3], "amount": [10.0]})
+    with Client(home=root / "home", spark=spark) as client:
+        client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+        client.sql(
+            "CREATE MATERIALIZED VIEW by_month PARTITION BY m AS SELECT m, sum(amount) AS t FROM sales GROUP BY m"
+        )
+    return root / "home"
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "expected"),
+    [
+        (["runs", "by_month", "--format", "csv"], 0, "1,MANUAL,"),
+        (["status", "--format", "csv"], 0, "by_month,IDLE,2,2,SUCCESS,"),
+        (["status", "by_month"], 0, "fresh"),
+        (["sql", "SHOW MATERIALIZED VIEWS", "--format", "csv"], 0, "by_month,IDLE,True,m,MANUAL"),
+        (["sql", "SHOW TABLES", "--format", "csv"], 0, "sales,EXTERNAL_TABLE,"),
+        (
+            ["sql", "SELECT name, state, rows FROM sparkmv.materialized_views", "--format", "csv"],
+            0,
+            "name,state,rows\nby_month,IDLE,2\n",
+        ),
+        (
+            [
+                "sql",
+                "SELECT run_id, state FROM sparkmv.task_runs WHERE state = 'SUCCESS' ORDER BY run_id",
+                "--format",
+                "csv",
+            ],
+            0,
+            "run_id,state\n1,SUCCESS\n",
+        ),
+        (["cancel", "by_month"], 1, "error: 'by_month' is not being refreshed"),
+        (["pause", "by_month"], 1, "error: 'by_month' is not being refreshed"),
+        (["resume", "by_month"], 1, "error: 'by_month' is not being refreshed"),
+    ],
+    ids=[
+        "runs",
+        "status",
+        "status_one",
+        "show_mvs",
+        "show_tables",
+        "mv_table",
+        "runs_table",
+        "cancel",
+        "pause",
+        "resume",
+    ],
+)
+def test_catalog_only_commands_do_not_import_pyspark(home: Path, argv: list[str], code: int, expected: str) -> None:
+    env = {**os.environ}
+    env.pop("SPARKMV_CATALOG_URL", None)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, "--home", str(home), *argv],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    assert report == {"code": code, "heavy": []}, done.stderr
+    assert expected in done.stdout + done.stderr
+    assert not (home / "logs" / "spark.log").exists(), "no JVM was started"
