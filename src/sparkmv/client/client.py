@@ -22,6 +22,7 @@ from sparkmv.client.status import MvStatus, statuses
 from sparkmv.config import Settings
 from sparkmv.errors import ObjectNotFoundError, RefreshError
 from sparkmv.names import ObjectName
+from sparkmv.refresh.context import check_request
 from sparkmv.refresh.executor import ProgressCallback, RefreshExecutor
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.recovery import RecoveryOutcome, expired_runs, recover
@@ -104,6 +105,7 @@ class Client:
 
                 return StatementResult(message=create_refreshable_table(rt, stmt))
             case st.RefreshMaterializedView():
+                check_request(rt.catalog, rt.iceberg, stmt.name, stmt.start, stmt.end)
                 if stmt.asynchronous:
                     run = self.request_refresh(stmt.name.qualified, RefreshRequest(stmt.force, stmt.start, stmt.end))
                     text = f"refresh of '{stmt.name}' queued as run {run.run_id}"
@@ -156,6 +158,7 @@ class Client:
             BusyError: the MV is being refreshed (names state, run and owner).
         """
         mv = ObjectName.parse(name)
+        check_request(self.runtime.catalog, self.runtime.iceberg, mv, start, end)
         request = RefreshRequest(force, start, end, automatic=trigger != Trigger.MANUAL)
         return RefreshExecutor(self.runtime, progress).refresh(mv, trigger, request)
 

@@ -118,6 +118,13 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
             f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
         )
     partition_by = next((f.name for f in schema.fields if f.name.lower() == stmt.partition_by), None)
+    if props.get("partition_retention_condition"):
+        from sparkmv.refresh.retention import check_condition
+
+        field = next((f for f in schema.fields if f.name == partition_by), None)
+        check_condition(
+            rt.spark, props["partition_retention_condition"], partition_by, field.dataType if field else None
+        )
     rt.iceberg.create_table(stmt.name, spark_to_arrow(schema), partition_by)
     try:
         with rt.catalog.transaction() as s:
@@ -181,14 +188,24 @@ def drop_object(rt: Runtime, stmt: DropObject) -> str:
 
 
 def _mark_dependents_inactive(rt: Runtime, s: object, name: ObjectName) -> None:
-    for mv in rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW):  # type: ignore[arg-type]
-        if name.qualified in (mv.base_tables or []):
-            rt.catalog.objects.set_fields(
-                s,  # type: ignore[arg-type]
-                mv.id,
-                is_active=False,
-                inactive_reason=f"base table '{name}' was dropped",
-            )
+    """Inactivity propagates down the MV graph: readers of ``name`` and their readers."""
+    rt.catalog.objects.deactivate_readers(s, name.qualified, f"base table '{name}' was dropped")  # type: ignore[arg-type]
+
+
+def _check_retention(rt: Runtime, name: ObjectName, props: dict[str, str]) -> None:
+    """Refuse a ``partition_retention_condition`` Spark cannot evaluate on the MV's
+    partition column (before anything is changed)."""
+    condition = props.get("partition_retention_condition")
+    if not condition:
+        return
+    from sparkmv.refresh.retention import check_condition
+    from sparkmv.storage.schema import arrow_to_spark
+
+    with rt.catalog.transaction() as s:
+        partition_by = rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW).partition_by
+    schema = arrow_to_spark(rt.iceberg.load(name).schema().as_arrow())
+    field = next((f for f in schema.fields if partition_by and f.name.lower() == partition_by.lower()), None)
+    check_condition(rt.spark, condition, partition_by, field.dataType if field else None)
 
 
 def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
@@ -197,6 +214,8 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
     Raises:
         ObjectNotFoundError, InvalidPropertyError, AnalysisError (re-activation failed).
     """
+    if stmt.set_properties is not None:
+        _check_retention(rt, stmt.name, validate(stmt.set_properties))
     with rt.catalog.transaction() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
         if stmt.set_properties is not None:
@@ -219,8 +238,18 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
             return f"schedule of '{stmt.name}' resumed"
         if stmt.active is False:
             rt.catalog.objects.set_fields(s, row.id, is_active=False, inactive_reason="set inactive by user")
+            rt.catalog.objects.deactivate_readers(s, stmt.name.qualified, "set inactive by user")
             return f"materialized view '{stmt.name}' is inactive"
         definition, base_tables, object_id = row.definition or "", list(row.base_tables or []), row.id
+    # Reactivation works top-down: every input MV must be active first.
+    from sparkmv.refresh.context import inactive_inputs
+
+    inactive = inactive_inputs(rt.catalog, [ObjectName.parse(b, allow_reserved=True) for b in base_tables])
+    if inactive:
+        raise AnalysisError(
+            f"cannot activate '{stmt.name}': its input materialized view {inactive[0]} is inactive; "
+            "activate that one first"
+        )
     # ACTIVE: re-analyse against the base tables as they are now.
     from sparkmv.client.queries import run_query
 

@@ -31,7 +31,14 @@ from sparkmv.errors import (
     RefreshError,
     SparkMvError,
 )
-from sparkmv.refresh.context import MvDefinition, lineage_of, mv_partitions, pin_for_refresh
+from sparkmv.refresh.context import (
+    MvDefinition,
+    lineage_of,
+    mv_partition_kind,
+    mv_partitions,
+    pin_for_refresh,
+    retention_filter,
+)
 from sparkmv.refresh.monitor import RunMonitor
 from sparkmv.refresh.planner import Chunk, Plan, PlanInput, RefreshRequest, base_partitions_for, plan_refresh
 from sparkmv.refresh.properties import MvProperties
@@ -216,6 +223,8 @@ class RefreshExecutor:
                 refreshed_before=refreshed_before,
                 properties=mv.properties,
                 request=request,
+                partition_kind=mv_partition_kind(self.rt.iceberg, mv.name),
+                retention=retention_filter(self.rt, mv),
             )
         )
         log.info("run %s of %s: mode %s (%s), %d chunks", run_id, mv.name, plan.mode, plan.reason, len(plan.chunks))
