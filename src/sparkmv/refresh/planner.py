@@ -266,17 +266,20 @@ def plan_refresh(inp: PlanInput) -> Plan:
     expired = sorted((v for v in dropped if v in inp.mv_partitions), key=sort_key)
     reasons: dict[PartitionValue, str] = {}
     non_reference = sorted(t for t in considered if t not in inp.lineage.mappings)
+    rest_reason = _rest_reason(inp, image, considered, non_reference, force)
+    # With a rest chunk, the partitions no reference partition maps to are computed there only.
+    per_partition = {v for v in universe if v in image} if rest_reason is not None else universe
     if force:
-        for v in universe:
+        for v in per_partition:
             reasons[v] = "FORCE"
     elif non_reference:
-        for v in universe:
+        for v in per_partition:
             reasons[v] = f"non-reference table {', '.join(non_reference)} changed"
     else:
         for table, paths in sorted(considered.items()):
             for path in paths:
                 v = _mv_value(inp, table, path)
-                if v in universe:
+                if v in per_partition:
                     what = (
                         "appeared"
                         if path not in _consumed_paths(inp, table)
@@ -286,14 +289,13 @@ def plan_refresh(inp: PlanInput) -> Plan:
         if not _has_non_reference_inputs(inp):
             for v in inp.mv_partitions - set(image) - dropped:
                 reasons.setdefault(v, "no base data remains")
-    rest_reason = _rest_reason(inp, image, considered, non_reference, force)
     selected = sorted((v for v in reasons if inp.request.in_range(v)), key=sort_key)
     if inp.request.automatic and props.auto_refresh_partitions_limit:
         newest = sorted(universe, key=sort_key)[-props.auto_refresh_partitions_limit :]
         selected = [v for v in selected if v in newest]
     chosen = set(selected)
     consumed: dict[str, list[str]] = _excluded(changes, excluded)
-    everything = chosen >= universe
+    everything = chosen >= per_partition
     for table in inp.pinned:
         if table in excluded:
             continue

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pyspark.errors import PySparkException
 from pyspark.sql import SparkSession
-from pyspark.sql.types import BooleanType, DataType, StructField, StructType
+from pyspark.sql.types import BooleanType, DataType, IntegerType, StructField, StructType
 
 from sparkmv.errors import InvalidPropertyError
 from sparkmv.storage.partition_values import PartitionText, kind_of_spark_type, parse
@@ -35,20 +35,14 @@ def retained(
     """
     ordered = sorted(values, key=lambda v: (v is not None, v or ""))
     kind = kind_of_spark_type(dtype.simpleString())
-    schema = StructType([StructField(column, dtype, True), StructField(_INDEX, BooleanType(), True)])
-    rows = [(parse(v, kind), False) for v in ordered]
-    df = spark.createDataFrame(rows, schema).withColumn(_INDEX, _row_index())
+    schema = StructType([StructField(column, dtype, True), StructField(_INDEX, IntegerType(), False)])
+    rows = [(parse(v, kind), i) for i, v in enumerate(ordered)]
+    df = spark.createDataFrame(rows, schema)
     try:
         kept = df.where(_checked(spark, df, condition)).select(_INDEX).collect()
     except PySparkException as exc:
         raise InvalidPropertyError(_message(condition, exc)) from exc
     return {ordered[r[0]] for r in kept}
-
-
-def _row_index():  # type: ignore[no-untyped-def]
-    from pyspark.sql import functions as F
-
-    return F.monotonically_increasing_id().cast("int")
 
 
 def _checked(spark: SparkSession, df, condition: str):  # type: ignore[no-untyped-def]
