@@ -105,8 +105,8 @@ BOUNDS: list[tuple[str, str, type[SparkMvError], str]] = [
         "unpartitioned",
         "REFRESH MATERIALIZED VIEW flat PARTITION START ('2024-01') END ('2024-02')",
         RefreshError,
-        r"^materialized view 'flat' is not partitioned: PARTITION START \('2024-01'\), END \('2024-02'\) cannot be used; "
-        r"refresh it without a partition range$",
+        r"^materialized view 'flat' is not partitioned: PARTITION START \('2024-01'\), END \('2024-02'\) "
+        r"cannot be used; refresh it without a partition range$",
     ),
     (
         "unpartitioned_async",
