@@ -16,6 +16,7 @@ import pytest
 
 from sparkmv.errors import AnalysisError, InactiveError, InvalidPropertyError
 from sparkmv.names import ObjectName
+from sparkmv.storage.iceberg import IcebergStore
 from tests.helpers import assert_mv_matches, write_partition
 from tests.refresh.test_pct_spark import partitions, rewritten, run_snapshots
 
@@ -25,6 +26,11 @@ def changed_count(client: Any, mv: str, run_id: int) -> int:
     summary = run_snapshots(client, mv, run_id)[-1].summary
     assert summary is not None
     return int(summary.get("changed-partition-count") or 0)
+
+
+def kind(client: Any, mv: str) -> str | None:
+    """Kind of the MV's partition values, from its Iceberg partition column type."""
+    return IcebergStore.partition_kind(client.runtime.iceberg.load(ObjectName.parse(mv)))
 
 
 def write_rows(root: Path, directory: str, rows: dict[str, list[Any]], file: str = "part-0.parquet") -> None:
@@ -46,6 +52,8 @@ def test_week_timestamp_partitions_feed_a_nested_mv(client: Any, tmp_path: Path)
     client.sql(f"CREATE MATERIALIZED VIEW m1 PARTITION BY wk AS {WEEKLY}")
     weeks = {"2024-01-01 00:00:00", "2024-01-08 00:00:00"}
     assert partitions(client, "m1") == weeks
+    # date_trunc of a DATE is stored without time zone; the kind says which.
+    assert kind(client, "m1") == "timestamp"
     assert client.sql("SELECT sum(c) AS s FROM m1").collect()[0]["s"] == 8
     client.sql(f"CREATE MATERIALIZED VIEW m2 PARTITION BY wk AS {NESTED}")
     assert partitions(client, "m2") == weeks
@@ -77,6 +85,7 @@ def test_day_partitions_over_a_timestamp_partitioned_base(client: Any, tmp_path:
     query = "SELECT date_trunc('DAY', ts) AS d, count(*) AS c FROM ev GROUP BY 1"
     client.sql(f"CREATE MATERIALIZED VIEW daily_ev PARTITION BY d AS {query}")
     assert partitions(client, "daily_ev") == {"2024-01-01 00:00:00", "2024-01-02 00:00:00"}
+    assert kind(client, "daily_ev") == "timestamptz"  # the user's column is zoned (Spark TIMESTAMP)
 
     write_rows(root, "ts=2024-01-01 18%3A30%3A00", {"k": [4]}, "part-1.parquet")
     run = client.refresh("daily_ev")

@@ -131,6 +131,8 @@ class Lineage:
     mappings: dict[str, PartitionMapping]
     reason: str | None = None
     complete: bool = False
+    sources: tuple[tuple[str, str], ...] = ()
+    """(qualified table, column) of every base column the MV partition column traces to."""
 
     @property
     def known(self) -> bool:
@@ -294,7 +296,8 @@ def partition_lineage(
     elif unmapped and reason is None:
         reason = None  # non-reference tables: their changes refresh all partitions
     outer = any(j.args.get("side") for j in bound.find_all(exp.Join))
-    return Lineage(mappings, reason, complete=bool(mappings) and not problems and not outer)
+    sources = tuple(sorted({(t, c) for t, c, _ in leaves}))
+    return Lineage(mappings, reason, complete=bool(mappings) and not problems and not outer, sources=sources)
 
 
 def _walk(

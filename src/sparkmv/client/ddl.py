@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
 
 from pyspark.errors import PySparkException
+from pyspark.sql.types import StructType
 
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.catalog import ObjectKind, RefreshState
@@ -118,6 +120,7 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
             f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
         )
     partition_by = next((f.name for f in schema.fields if f.name.lower() == stmt.partition_by), None)
+    schema = _partition_type(rt, stmt, query, bases, schema, partition_by)
     if props.get("partition_retention_condition"):
         from sparkmv.refresh.retention import check_condition
 
@@ -145,6 +148,30 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
         rt.iceberg.drop_table(stmt.name)
         raise
     return f"created materialized view '{stmt.name}'"
+
+
+def _partition_type(
+    rt: Runtime,
+    stmt: CreateMaterializedView,
+    query: Any,
+    bases: list[ObjectName],
+    schema: StructType,
+    partition_by: str | None,
+) -> StructType:
+    """The MV table's schema: a TIMESTAMP partition column derived only from columns
+    without time zone (``date_trunc('WEEK', dt)`` of a DATE) is stored as ``TIMESTAMP_NTZ``."""
+    from pyspark.sql.types import StructField, TimestampNTZType, TimestampType
+
+    from sparkmv.refresh.context import MvDefinition, partition_without_zone
+    from sparkmv.refresh.properties import MvProperties
+
+    field = next((f for f in schema.fields if f.name == partition_by), None)
+    if field is None or not isinstance(field.dataType, TimestampType):
+        return schema
+    mv = MvDefinition(0, stmt.name, query, partition_by, bases, MvProperties())
+    if not partition_without_zone(rt.catalog, rt.iceberg, mv):
+        return schema
+    return StructType([StructField(f.name, TimestampNTZType(), f.nullable) if f is field else f for f in schema.fields])
 
 
 def _first_fire(scheme: RefreshScheme) -> datetime | None:

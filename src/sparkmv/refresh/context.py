@@ -257,3 +257,18 @@ def check_request(catalog: Catalog, store: IcebergStore, name: ObjectName, start
             "refresh it without a partition range"
         )
     check_range(start, end, mv_partition_kind(store, name), str(name))
+
+
+def partition_without_zone(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> bool:
+    """True when the MV's TIMESTAMP partition column is stored without time zone (Spark
+    ``TIMESTAMP_NTZ``): it traces only to base columns that are not zoned (a DATE, a
+    ``TIMESTAMP_NTZ``, a string), e.g. ``date_trunc('WEEK', dt)`` of a DATE ``dt``. A
+    partition column that traces to a zoned TIMESTAMP column, or to nothing known, stays
+    zoned."""
+    if mv.partition_by is None:
+        return False
+    pinned = pin_all(catalog, store, mv.base_tables)
+    lineage = lineage_of(mv, pinned)
+    types = {t: {c.lower(): v for c, v in _type_names(p.schema_json).items()} for t, p in pinned.items()}
+    found = [types.get(t, {}).get(c) for t, c in lineage.sources]
+    return bool(found) and all(v is not None and v != "timestamp" for v in found)
