@@ -70,6 +70,8 @@ class Transform:
         '2024-01-01 00:00:00'
         >>> Transform("trunc_quarter").apply("2024-05-31 10:00:00")
         '2024-04-01'
+        >>> Transform("trunc_hour").apply("2024-05-31 10:42:00.5"), Transform("trunc_hour").apply("2024-05-31")
+        ('2024-05-31 10:00:00', '2024-05-31 00:00:00')
         """
         if value is None:
             return None
@@ -79,6 +81,8 @@ class Transform:
             out = value[:7] + "-01"
         elif self.kind == "trunc_year":
             out = value[:4] + "-01-01"
+        elif self.kind == "trunc_hour":
+            out = value[:13] + ":00:00" if len(value) > 10 else value + " 00:00:00"
         elif self.kind in ("trunc_week", "trunc_quarter"):
             day = parse(value[:10], "date")
             if self.kind == "trunc_week":
@@ -179,6 +183,8 @@ def _transform_inner(e: exp.Expression) -> tuple[Transform, exp.Column] | None:
         if n > 0 and inner is col:
             return Transform("prefix", n), col
         return None
+    if isinstance(e, exp.TsOrDsToDate) and e.this is col and e.args.get("format") is None:
+        return Transform("prefix", 10), col  # to_date(col): the date part
     if isinstance(e, exp.Substring) and e.this is col:
         start, length = e.args.get("start"), e.args.get("length")
         if _int(start) == 1 and _int(length):
@@ -202,6 +208,8 @@ def _transform_inner(e: exp.Expression) -> tuple[Transform, exp.Column] | None:
             return Transform("trunc_year", suffix=suffix), col
         if unit in ("week", "quarter"):
             return Transform(f"trunc_{unit}", suffix=suffix), col
+        if unit == "hour" and suffix:
+            return Transform("trunc_hour"), col
         if unit in ("day", "dd"):
             return Transform("prefix", 10, suffix), col
     return None
@@ -243,6 +251,9 @@ def _compose(outer: Transform, inner: Transform) -> Transform | None:
         if n <= body:
             return Transform("prefix", n)
         return inner if n >= body + len(inner.suffix) else None
+    if inner.kind == "trunc_hour":
+        # The hour keeps the first 13 characters (yyyy-MM-dd HH) of a timestamp.
+        return Transform("prefix", n) if n <= 13 else (inner if n >= 19 else None)
     keep = _TRUNC_KEEP.get(inner.kind)
     if keep is None:
         return None
@@ -441,7 +452,7 @@ def _conjunct(eq: exp.Expression, cond: exp.Expression) -> bool:
     """True when ``eq`` is one of the AND-ed terms of ``cond`` (not under OR / NOT)."""
     node = eq.parent
     while node is not None and node is not cond.parent:
-        if not isinstance(node, exp.And | exp.Paren | exp.Where) and node is not cond:
+        if not isinstance(node, exp.And | exp.Paren | exp.Where):
             return False
         node = node.parent
     return True
