@@ -123,3 +123,35 @@ def test_describe() -> None:
     assert Transform("trunc_month").describe("d") == "date_trunc('month', d)"
     assert "TIMESTAMP" in Transform("trunc_year", suffix=TIME_SUFFIX).describe("d")
     assert Transform("identity").describe("d") == "d"
+
+
+def test_week_quarter_hour_to_date_and_join_equivalence() -> None:
+    from sparkmv.analysis.lineage import partition_lineage
+    from sparkmv.analysis.query import parse_query
+
+    schema = {"default.t": {"dt": "date", "ts": "timestamp_ntz", "k": "int"}, "default.u": {"dt": "date", "v": "int"}}
+    parts = {"default.t": ["dt"], "default.u": []}
+
+    def mapped(sql: str, column: str, partitions: dict[str, list[str]] = parts) -> dict[str, str]:
+        lin = partition_lineage(parse_query(sql), column, schema, partitions)
+        return {t: m.transform.apply(v) or "" for t, m in lin.mappings.items() for v in ["2024-05-30"]}
+
+    assert mapped("SELECT date_trunc('WEEK', dt) AS w FROM t", "w") == {"default.t": "2024-05-27 00:00:00"}
+    assert mapped("SELECT date_trunc('QUARTER', dt) AS q FROM t", "q") == {"default.t": "2024-04-01 00:00:00"}
+    assert mapped("SELECT to_date(dt) AS d FROM t", "d") == {"default.t": "2024-05-30"}
+    by_ts = {"default.t": ["ts"], "default.u": []}
+    lin = partition_lineage(parse_query("SELECT date_trunc('HOUR', ts) AS h FROM t"), "h", schema, by_ts)
+    assert lin.mappings["default.t"].transform.apply("2024-05-30 10:42:00") == "2024-05-30 10:00:00"
+    # u.dt = t.dt in an inner join: t is a reference table although the MV selects u.dt.
+    joined = "SELECT u.dt, count(*) AS n FROM t JOIN u ON t.dt = u.dt GROUP BY u.dt"
+    lin = partition_lineage(parse_query(joined), "dt", schema, parts)
+    assert set(lin.mappings) == {"default.t"} and lin.complete and lin.reason is None
+    # Not through an outer join, and not through an OR.
+    left = "SELECT u.dt, count(*) AS n FROM t LEFT JOIN u ON t.dt = u.dt GROUP BY u.dt"
+    assert partition_lineage(parse_query(left), "dt", schema, parts).mappings == {}
+    either = "SELECT u.dt, count(*) AS n FROM t JOIN u ON t.dt = u.dt OR t.k = u.v GROUP BY u.dt"
+    assert partition_lineage(parse_query(either), "dt", schema, parts).mappings == {}
+    # Two partition levels: the MV partition may use either column.
+    two = {"default.t": ["k", "dt"], "default.u": []}
+    lin = partition_lineage(parse_query("SELECT dt, count(*) AS n FROM t GROUP BY dt"), "dt", schema, two)
+    assert lin.mappings["default.t"].base_column == "dt" and lin.complete

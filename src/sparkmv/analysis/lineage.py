@@ -28,16 +28,19 @@ branches must map the same way.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import timedelta
 
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.lineage import Node, lineage
 
 from sparkmv.analysis.query import DIALECT, table_name
+from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName
+from sparkmv.storage.partition_values import PartitionText, parse, to_text
 
 TIME_SUFFIX = " 00:00:00"
-_TRUNC_KEEP = {"trunc_month": 7, "trunc_year": 4}
+_TRUNC_KEEP = {"trunc_month": 7, "trunc_year": 4, "trunc_quarter": 4, "trunc_week": 0}
 
 
 @dataclass(frozen=True)
@@ -59,8 +62,17 @@ class Transform:
     length: int = 0
     suffix: str = ""
 
-    def apply(self, value: str | None) -> str | None:
-        """The MV partition value for base partition value ``value``."""
+    def apply(self, value: PartitionText) -> PartitionText:
+        """The MV partition value for base partition value ``value`` (both in the one text
+        form of :mod:`sparkmv.storage.partition_values`).
+
+        >>> Transform("trunc_week", suffix=TIME_SUFFIX).apply("2024-01-04")
+        '2024-01-01 00:00:00'
+        >>> Transform("trunc_quarter").apply("2024-05-31 10:00:00")
+        '2024-04-01'
+        >>> Transform("trunc_hour").apply("2024-05-31 10:42:00.5"), Transform("trunc_hour").apply("2024-05-31")
+        ('2024-05-31 10:00:00', '2024-05-31 00:00:00')
+        """
         if value is None:
             return None
         if self.kind == "prefix":
@@ -69,6 +81,15 @@ class Transform:
             out = value[:7] + "-01"
         elif self.kind == "trunc_year":
             out = value[:4] + "-01-01"
+        elif self.kind == "trunc_hour":
+            out = value[:13] + ":00:00" if len(value) > 10 else value + " 00:00:00"
+        elif self.kind in ("trunc_week", "trunc_quarter"):
+            day = parse(value[:10], "date")
+            if self.kind == "trunc_week":
+                day -= timedelta(days=day.weekday())  # Spark's weeks start on Monday
+            else:
+                day = day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
+            out = to_text(day) or ""
         else:
             out = value
         return out + self.suffix
@@ -79,8 +100,8 @@ class Transform:
             text = f"substr({column}, 1, {self.length})"
         elif self.kind == "trunc_month":
             text = f"date_trunc('month', {column})"
-        elif self.kind == "trunc_year":
-            text = f"date_trunc('year', {column})"
+        elif self.kind.startswith("trunc_"):
+            text = f"date_trunc('{self.kind.removeprefix('trunc_')}', {column})"
         else:
             text = column
         return f"cast({text} AS TIMESTAMP)" if self.suffix else text
@@ -105,10 +126,17 @@ class Lineage:
     Attributes:
         mappings: qualified base table -> mapping, for reference tables.
         reason: why lineage is unknown for some or all tables (None when all known).
+        complete: True when every row's MV partition value is the image of a reference
+            partition: each branch of the partition column traces to a reference table and
+            no outer join can pad it with NULL. Otherwise rows may carry values no
+            reference partition maps to, and the planner computes them in a rest chunk.
     """
 
     mappings: dict[str, PartitionMapping]
     reason: str | None = None
+    complete: bool = False
+    sources: tuple[tuple[str, str], ...] = ()
+    """(qualified table, column) of every base column the MV partition column traces to."""
 
     @property
     def known(self) -> bool:
@@ -155,6 +183,8 @@ def _transform_inner(e: exp.Expression) -> tuple[Transform, exp.Column] | None:
         if n > 0 and inner is col:
             return Transform("prefix", n), col
         return None
+    if isinstance(e, exp.TsOrDsToDate) and e.this is col and e.args.get("format") is None:
+        return Transform("prefix", 10), col  # to_date(col): the date part
     if isinstance(e, exp.Substring) and e.this is col:
         start, length = e.args.get("start"), e.args.get("length")
         if _int(start) == 1 and _int(length):
@@ -176,6 +206,10 @@ def _transform_inner(e: exp.Expression) -> tuple[Transform, exp.Column] | None:
             return Transform("trunc_month", suffix=suffix), col
         if unit in ("year", "yyyy", "yy"):
             return Transform("trunc_year", suffix=suffix), col
+        if unit in ("week", "quarter"):
+            return Transform(f"trunc_{unit}", suffix=suffix), col
+        if unit == "hour" and suffix:
+            return Transform("trunc_hour"), col
         if unit in ("day", "dd"):
             return Transform("prefix", 10, suffix), col
     return None
@@ -217,6 +251,9 @@ def _compose(outer: Transform, inner: Transform) -> Transform | None:
         if n <= body:
             return Transform("prefix", n)
         return inner if n >= body + len(inner.suffix) else None
+    if inner.kind == "trunc_hour":
+        # The hour keeps the first 13 characters (yyyy-MM-dd HH) of a timestamp.
+        return Transform("prefix", n) if n <= 13 else (inner if n >= 19 else None)
     keep = _TRUNC_KEEP.get(inner.kind)
     if keep is None:
         return None
@@ -259,7 +296,9 @@ def partition_lineage(
         return Lineage({}, f"cannot trace partition column {partition_by!r}: {exc}")
     mappings: dict[str, PartitionMapping] = {}
     problems: list[str] = []
-    _walk(root, IDENTITY, partition_columns, mappings, problems)
+    leaves: list[tuple[str, str, Transform]] = []
+    _walk(root, IDENTITY, partition_columns, mappings, problems, leaves)
+    _map_join_equivalents(bound, leaves, partition_columns, mappings, problems)
     mappings = {t: m for t, m in mappings.items() if m.transform.kind != "conflict"}
     unmapped = sorted(set(partition_columns) - set(mappings))
     reason = "; ".join(problems) if problems else None
@@ -267,7 +306,9 @@ def partition_lineage(
         reason = f"partition column {partition_by!r} does not derive from a base partition column"
     elif unmapped and reason is None:
         reason = None  # non-reference tables: their changes refresh all partitions
-    return Lineage(mappings, reason)
+    outer = any(j.args.get("side") for j in bound.find_all(exp.Join))
+    sources = tuple(sorted({(t, c) for t, c, _ in leaves}))
+    return Lineage(mappings, reason, complete=bool(mappings) and not problems and not outer, sources=sources)
 
 
 def _walk(
@@ -276,14 +317,18 @@ def _walk(
     partition_columns: dict[str, list[str]],
     out: dict[str, PartitionMapping],
     problems: list[str],
+    leaves: list[tuple[str, str, Transform]],
 ) -> None:
     expr = node.expression
     if isinstance(node.source, exp.Table) and not node.downstream:
         table = table_name(node.source).qualified
         column = node.name.split(".")[-1]
         parts = partition_columns.get(table, [])
-        if len(parts) == 1 and parts[0].lower() == column.lower():
-            mapping = PartitionMapping(table, parts[0], acc)
+        # Any level of a multi-level partitioning maps (a path y=../m=.. holds each value).
+        level = next((p for p in parts if p.lower() == column.lower()), None)
+        leaves.append((table, column.lower(), acc))
+        if level is not None:
+            mapping = PartitionMapping(table, level, acc)
             previous = out.get(table)
             if previous is not None and previous != mapping:
                 problems.append(f"{table} maps onto the MV partitions in more than one way (many-to-many)")
@@ -298,7 +343,7 @@ def _walk(
         # The node of a set operation shows the first branch's expression; each branch
         # is its own child node and is walked with its own transform.
         for child in node.downstream:
-            _walk(child, acc, partition_columns, out, problems)
+            _walk(child, acc, partition_columns, out, problems, leaves)
         return
     if isinstance(expr, exp.Alias | exp.Column | exp.Cast | exp.Paren) or not isinstance(expr, exp.Expression):
         recognised = _transform_of(expr) if isinstance(expr, exp.Expression) else (IDENTITY, None)
@@ -316,7 +361,101 @@ def _walk(
         problems.append(f"nested transforms are not supported: {expr.sql(DIALECT)[:80]}")
         return
     for child in node.downstream:
-        _walk(child, composed, partition_columns, out, problems)
+        _walk(child, composed, partition_columns, out, problems, leaves)
+
+
+def _map_join_equivalents(
+    query: exp.Expr,
+    leaves: list[tuple[str, str, Transform]],
+    partition_columns: dict[str, list[str]],
+    out: dict[str, PartitionMapping],
+    problems: list[str],
+) -> None:
+    """Map base tables through equi-join equivalence classes: when the MV partition column
+    comes from ``a.x`` and an inner join says ``a.x = b.p`` with ``p`` a partition column
+    of ``b``, then ``b`` is a reference table with the same transform (each MV row's
+    ``a.x`` equals its ``b.p``). Outer joins are not followed (their NULL rows break the
+    equality)."""
+    classes = _equivalence_classes(query)
+    for table, column, transform in leaves:
+        derived = False
+        for other, other_column in sorted(classes.get((table, column), set())):
+            parts = partition_columns.get(other, [])
+            level = next((p for p in parts if p.lower() == other_column), None)
+            if other == table or level is None:
+                continue
+            mapping = PartitionMapping(other, level, transform)
+            derived = True
+            previous = out.get(other)
+            if previous is None:
+                out[other] = mapping
+            elif previous != mapping and previous.transform.kind != "conflict":
+                problems.append(f"{other} maps onto the MV partitions in more than one way (many-to-many)")
+                out[other] = PartitionMapping(other, level, Transform("conflict"))
+        if derived:
+            # The leaf's own table is not partitioned by the column, but a table joined to it is.
+            problems[:] = [p for p in problems if not p.startswith(f"MV partition column comes from {table}.")]
+
+
+def _equivalence_classes(query: exp.Expr) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """(qualified table, column) -> every (table, column) an inner equi-join (or a WHERE
+    equality) makes equal to it, transitively."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def find(x: tuple[str, str]) -> tuple[str, str]:
+        while parent.setdefault(x, x) != x:
+            x = parent[x]
+        return x
+
+    for select in query.find_all(exp.Select):
+        aliases = _aliases(select)
+        conditions = [select.args.get("where")]
+        conditions += [j.args.get("on") for j in select.args.get("joins") or [] if not j.args.get("side")]
+        for cond in conditions:
+            if cond is None:
+                continue
+            for eq in cond.find_all(exp.EQ):
+                left, right = _resolve(eq.left, aliases), _resolve(eq.right, aliases)
+                if left and right and _conjunct(eq, cond):
+                    parent[find(left)] = find(right)
+    groups: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for member in list(parent):
+        groups.setdefault(find(member), set()).add(member)
+    return {m: group - {m} for group in groups.values() for m in group}
+
+
+def _aliases(select: exp.Select) -> dict[str, str]:
+    """Alias (or table name) -> qualified table, for the tables read directly by ``select``."""
+    sources = [select.args.get("from_"), *(select.args.get("joins") or [])]
+    out: dict[str, str] = {}
+    for source in sources:
+        table = source.this if source is not None else None
+        if isinstance(table, exp.Table) and table.name and not isinstance(table.this, exp.Func):
+            try:
+                out[(table.alias or table.name).lower()] = table_name(table).qualified
+            except AnalysisError:
+                continue
+    return out
+
+
+def _resolve(node: exp.Expression, aliases: dict[str, str]) -> tuple[str, str] | None:
+    if not isinstance(node, exp.Column):
+        return None
+    if node.table:
+        qualified = aliases.get(node.table.lower())
+    else:
+        qualified = next(iter(aliases.values())) if len(aliases) == 1 else None
+    return (qualified, node.name.lower()) if qualified else None
+
+
+def _conjunct(eq: exp.Expression, cond: exp.Expression) -> bool:
+    """True when ``eq`` is one of the AND-ed terms of ``cond`` (not under OR / NOT)."""
+    node = eq.parent
+    while node is not None and node is not cond.parent:
+        if not isinstance(node, exp.And | exp.Paren | exp.Where):
+            return False
+        node = node.parent
+    return True
 
 
 def reference_tables(lineage_: Lineage) -> set[str]:

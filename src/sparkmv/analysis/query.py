@@ -133,19 +133,34 @@ def bind_tables(query: exp.Query, views: dict[ObjectName, str]) -> str:
     return bound.sql(DIALECT)
 
 
-def filter_partitions(sql: str, column: str, values: list[str | None], types: str = "string") -> str:
-    """Wrap ``sql`` so only rows whose ``column`` is one of ``values`` remain.
+def filter_partitions(
+    sql: str, column: str, values: list[str | None], kind: str = "string", exclude: bool = False
+) -> str:
+    """Wrap ``sql`` so only rows whose ``column`` is one of ``values`` remain (with
+    ``exclude``: only rows whose ``column`` is none of them). Values are partition values
+    in their one text form, compared as typed literals of ``kind``
+    (:mod:`sparkmv.storage.partition_values`).
 
     >>> filter_partitions("SELECT 1 AS m", "m", ["a", None])
-    "SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE CAST(`m` AS STRING) IN ('a') OR `m` IS NULL"
+    "SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE `m` IN ('a') OR `m` IS NULL"
+    >>> filter_partitions("SELECT 1 AS m", "m", ["2024-01-01"], "date", exclude=True)
+    "SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE `m` IS NULL OR NOT (`m` IN (DATE '2024-01-01'))"
+    >>> filter_partitions("SELECT 1 AS m", "m", [], exclude=True)
+    'SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE TRUE'
     """
+    from sparkmv.storage.partition_values import spark_literal
+
     col = f"`{column}`"
-    strings = [v for v in values if v is not None]
-    preds = []
-    if strings:
-        literals = ", ".join(exp.Literal.string(v).sql(DIALECT) for v in strings)
-        preds.append(f"CAST({col} AS STRING) IN ({literals})")
-    if any(v is None for v in values):
-        preds.append(f"{col} IS NULL")
-    where = " OR ".join(preds) if preds else "FALSE"
+    literals = [spark_literal(v, kind) for v in values if v is not None]
+    has_null = any(v is None for v in values)
+    listed = f"{col} IN ({', '.join(literals)})" if literals else None
+    if not exclude:
+        preds = [p for p in (listed, f"{col} IS NULL" if has_null else None) if p]
+        where = " OR ".join(preds) if preds else "FALSE"
+    elif not values:
+        where = "TRUE"
+    elif has_null:
+        where = f"{col} IS NOT NULL" + (f" AND NOT ({listed})" if listed else "")
+    else:
+        where = f"{col} IS NULL OR NOT ({listed})"
     return f"SELECT * FROM ({sql}) AS __smv_q WHERE {where}"

@@ -126,6 +126,34 @@ class ObjectStore:
         fields["updated_at"] = utcnow()
         session.execute(update(ObjectRow).where(ObjectRow.id == object_id).values(**fields))
 
+    @classmethod
+    def deactivate_readers(cls, session: Session, name: str, reason: str) -> builtins.list[str]:
+        """Turn inactive every MV that reads ``name`` (qualified), and the MVs over those,
+        down the whole MV graph; each names its cause in ``inactive_reason``.
+
+        Returns:
+            The qualified names of the MVs turned inactive now (already inactive MVs keep
+            their reason, and their readers are visited all the same).
+        """
+        changed: builtins.list[str] = []
+        seen = {name}
+        pending = [(name, reason)]
+        mvs = cls.list(session, ObjectKind.MATERIALIZED_VIEW)
+        while pending:
+            current, why = pending.pop(0)
+            for mv in mvs:
+                qualified = f"{mv.namespace}.{mv.name}"
+                if current not in (mv.base_tables or []) or qualified in seen:
+                    continue
+                seen.add(qualified)
+                if mv.is_active:
+                    cls.set_fields(session, mv.id, is_active=False, inactive_reason=why)
+                    mv.is_active, mv.inactive_reason = False, why
+                    changed.append(qualified)
+                display = qualified.removeprefix("default.")
+                pending.append((qualified, f"input materialized view '{display}' is inactive: {why}"))
+        return changed
+
     # -- compare-and-set transitions ------------------------------------------------------
     @staticmethod
     def begin_refresh(session: Session, row: ObjectRow, run_id: int, owner: str, lease_seconds: float) -> None:

@@ -169,6 +169,9 @@ class Client:
             case st.CreateRefreshableTable():
                 return StatementResult(message=_ddl().create_table(rt, stmt))
             case st.RefreshMaterializedView():
+                from sparkmv.refresh.context import check_request
+
+                check_request(rt.catalog, rt.iceberg, stmt.name, stmt.start, stmt.end)
                 if stmt.asynchronous:
                     request = RefreshRequest(stmt.force, stmt.start, stmt.end)
                     return _queued_result(stmt.name, self.request_refresh(stmt.name, request))
@@ -225,11 +228,14 @@ class Client:
             RefreshFailedError: with ``raise_on_failure=True``, when the run ends FAILED or
                 CANCELLED (its ``run`` attribute is the run).
         """
+        from sparkmv.refresh.context import check_request
         from sparkmv.refresh.jobs.mv import refresh_mv
         from sparkmv.refresh.planner import RefreshRequest
 
+        mv = _object_name(name)
+        check_request(self.runtime.catalog, self.runtime.iceberg, mv, start, end)
         request = RefreshRequest(force, start, end, automatic=trigger != Trigger.MANUAL)
-        run = refresh_mv(self.runtime, _object_name(name), trigger, request, progress)
+        run = refresh_mv(self.runtime, mv, trigger, request, progress)
         return check_run(run) if raise_on_failure else run
 
     def request_refresh(self, name: str | ObjectName, request: RefreshRequest | None = None) -> RefreshRun:

@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 from sparkmv.catalog import ObjectKind
-from sparkmv.refresh.context import MvDefinition, lineage_of, mv_partitions, pin_all
-from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
+from sparkmv.refresh.context import (
+    MvDefinition,
+    check_request,
+    lineage_of,
+    mv_partition_kind,
+    mv_partitions,
+    pin_all,
+    retention_filter,
+)
+from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sql.statements import RefreshMaterializedView
 
@@ -14,6 +22,7 @@ def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
     with rt.catalog.read() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
         versions = rt.catalog.versions.load(s, row.id)
+    check_request(rt.catalog, rt.iceberg, stmt.name, stmt.start, stmt.end)
     mv = MvDefinition.from_row(row)
     pinned = pin_all(rt.catalog, rt.iceberg, mv.base_tables)
     lineage = lineage_of(mv, pinned)
@@ -28,6 +37,8 @@ def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
             refreshed,
             mv.properties,
             RefreshRequest(stmt.force, stmt.start, stmt.end),
+            partition_kind=mv_partition_kind(rt.iceberg, mv.name),
+            retention=retention_filter(rt, mv),
         )
     )
     if lineage.mappings:
@@ -59,5 +70,7 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     out.append(f"chunks: {len(plan.chunks)}")
     for i, c in enumerate(plan.chunks):
         parts = "<all>" if c.partitions is None else ", ".join("NULL" if p is None else p for p in c.partitions)
+        if c.outside is not None:
+            parts = OUTSIDE_LABEL + (f" (replacing {parts})" if c.partitions else "")
         out.append(f"  chunk {i}: {parts} (base {c.base_bytes} bytes)")
     return "\n".join(out)

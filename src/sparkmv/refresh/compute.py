@@ -16,6 +16,7 @@ from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 from sparkmv.storage.files import StagedOutput, write_staged
+from sparkmv.storage.partition_values import kind_of_spark_type
 from sparkmv.storage.schema import arrow_to_spark, normalize_for_iceberg
 
 
@@ -29,7 +30,11 @@ def chunk_dataframe(
 ) -> DataFrame:
     """The rows of ``chunk``: the defining query over the pinned files, reading only the
     base partitions in ``restrict`` for reference tables, filtered to the chunk's MV
-    partitions, with columns cast to the MV table's schema."""
+    partitions (compared as typed values of the MV's partition column), with columns cast
+    to the MV table's schema.
+
+    A chunk with ``outside`` (the rest chunk) keeps every row whose partition value is
+    none of ``outside``: the partitions that exist only through non-reference inputs."""
     spark = rt.spark
     views: dict[ObjectName, str] = {}
     for i, (table, p) in enumerate(sorted(pinned.items())):
@@ -37,10 +42,19 @@ def chunk_dataframe(
         read_pinned(spark, p, restrict.get(table)).createOrReplaceTempView(view)
         views[ObjectName.parse(table, allow_reserved=True)] = view
     sql = bind_tables(mv.query, views)
-    if chunk.partitions is not None and mv.partition_by:
-        sql = filter_partitions(sql, mv.partition_by, chunk.partitions)
-    df = normalize_for_iceberg(spark.sql(sql))
     target = arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
+    if chunk.partitions is not None and mv.partition_by:
+        field = next(f for f in target.fields if f.name.lower() == mv.partition_by.lower())
+        kind = kind_of_spark_type(field.dataType.simpleString())
+        if chunk.outside is not None:
+            sql = filter_partitions(sql, mv.partition_by, chunk.outside, kind, exclude=True)
+        else:
+            sql = filter_partitions(sql, mv.partition_by, chunk.partitions, kind)
+    condition = mv.properties.partition_retention_condition
+    if condition and mv.partition_by:
+        # Retention, evaluated by Spark: rows of partitions the condition drops are never written.
+        sql = f"SELECT * FROM ({sql}) AS __smv_r WHERE ({condition})"
+    df = normalize_for_iceberg(spark.sql(sql))
     by_name = {f.name.lower(): f.name for f in df.schema.fields}
     return df.select(*[F.col(f"`{by_name[f.name.lower()]}`").cast(f.dataType).alias(f.name) for f in target.fields])
 
@@ -57,7 +71,7 @@ def compute_chunk(
     """Compute ``chunk`` and write it under ``directory``; returns the staged files."""
     df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag)
     try:
-        single = chunk.partitions is not None and len(chunk.partitions) == 1
+        single = chunk.partitions is not None and chunk.outside is None and len(chunk.partitions) == 1
         return write_staged(df, directory, mv.partition_by, single_partition=single)
     finally:
         for i in range(len(pinned)):

@@ -16,13 +16,16 @@ from sparkmv.analysis.lineage import Lineage, partition_lineage
 from sparkmv.analysis.query import parse_query
 from sparkmv.catalog import Catalog
 from sparkmv.catalog.models import ObjectRow
-from sparkmv.errors import InactiveError, SourceError
+from sparkmv.catalog.states import ObjectKind
+from sparkmv.errors import InactiveError, RefreshError, SourceError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.planner import PartitionValue
+from sparkmv.refresh.planner import PartitionValue, RetentionFilter
 from sparkmv.refresh.properties import MvProperties
+from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import pin_base
 from sparkmv.storage.iceberg import IcebergStore
+from sparkmv.storage.partition_values import check_range
 
 log = logging.getLogger("sparkmv.refresh")
 
@@ -66,6 +69,18 @@ def pin_all(catalog: Catalog, store: IcebergStore, tables: list[ObjectName]) -> 
     return out
 
 
+def inactive_inputs(catalog: Catalog, tables: list[ObjectName]) -> list[str]:
+    """Descriptions (``'name' (reason)``) of the inactive MVs among ``tables``: a refresh
+    never reads an inactive input."""
+    out: list[str] = []
+    with catalog.transaction() as s:
+        for name in tables:
+            row = catalog.objects.find(s, name)
+            if row is not None and row.kind == ObjectKind.MATERIALIZED_VIEW and not row.is_active:
+                out.append(f"'{name}' ({row.inactive_reason})")
+    return out
+
+
 def pin_for_refresh(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> dict[str, PinnedTable]:
     """Pin every base table of ``mv`` for a refresh and check the pinned files' schemas.
 
@@ -75,6 +90,12 @@ def pin_for_refresh(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> 
     Raises:
         InactiveError: in those cases (the MV is inactive when it is raised).
     """
+    inactive = inactive_inputs(catalog, mv.base_tables)
+    if inactive:
+        raise RefreshError(
+            f"MV '{mv.name}' reads inactive materialized view {inactive[0]}; "
+            "reactivate it first (ALTER MATERIALIZED VIEW ... ACTIVE)"
+        )
     try:
         pinned = pin_all(catalog, store, mv.base_tables)
         reason = next((r for r in (schema_problem(p) for p in pinned.values()) if r), None)
@@ -85,6 +106,9 @@ def pin_for_refresh(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> 
     log.warning("materialized view %s turns inactive: %s", mv.name, reason)
     with catalog.transaction() as s:
         catalog.objects.set_fields(s, mv.object_id, is_active=False, inactive_reason=reason)
+        catalog.objects.deactivate_readers(
+            s, mv.name.qualified, f"input materialized view '{mv.name}' is inactive: {reason}"
+        )
     raise InactiveError(f"MV '{mv.name}' is inactive: {reason}")
 
 
@@ -192,3 +216,59 @@ def mv_partitions(store: IcebergStore, name: ObjectName) -> set[PartitionValue]:
     """Partition values of the MV's current snapshot."""
     table = store.load(name)
     return {p.value for p in store.partitions(table)} if IcebergStore.partition_column(table) else set()
+
+
+def mv_partition_kind(store: IcebergStore, name: ObjectName) -> str:
+    """Kind of the MV partition column's typed values (``string`` when unpartitioned)."""
+    return IcebergStore.partition_kind(store.load(name)) or "string"
+
+
+def retention_filter(rt: Runtime, mv: MvDefinition) -> RetentionFilter | None:
+    """The MV's ``partition_retention_condition`` as a function evaluated by Spark over
+    the partition values (None without a condition or partition column)."""
+    condition = mv.properties.partition_retention_condition
+    if not condition or mv.partition_by is None:
+        return None
+    from sparkmv.refresh.retention import retained
+    from sparkmv.storage.schema import arrow_to_spark
+
+    schema = arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
+    field = next(f for f in schema.fields if f.name.lower() == mv.partition_by.lower())
+    return lambda values: retained(rt.spark, condition, field.name, field.dataType, values)
+
+
+def check_request(catalog: Catalog, store: IcebergStore, name: ObjectName, start: str | None, end: str | None) -> None:
+    """Check a ``PARTITION START (..) END (..)`` range before anything is queued or run.
+
+    Raises:
+        ObjectNotFoundError: when there is no such MV.
+        RefreshError: when the MV is not partitioned.
+        PartitionValueError: for an empty bound, a bound not of the partition column's
+            kind, or START not before END.
+    """
+    if start is None and end is None:
+        return
+    with catalog.transaction() as s:
+        row = catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW)
+    bounds = ", ".join(f"{w} ('{v}')" for w, v in (("START", start), ("END", end)) if v is not None)
+    if row.partition_by is None:
+        raise RefreshError(
+            f"materialized view '{name}' is not partitioned: PARTITION {bounds} cannot be used; "
+            "refresh it without a partition range"
+        )
+    check_range(start, end, mv_partition_kind(store, name), str(name))
+
+
+def partition_without_zone(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> bool:
+    """True when the MV's TIMESTAMP partition column is stored without time zone (Spark
+    ``TIMESTAMP_NTZ``): it traces only to base columns that are not zoned (a DATE, a
+    ``TIMESTAMP_NTZ``, a string), e.g. ``date_trunc('WEEK', dt)`` of a DATE ``dt``. A
+    partition column that traces to a zoned TIMESTAMP column, or to nothing known, stays
+    zoned."""
+    if mv.partition_by is None:
+        return False
+    pinned = pin_all(catalog, store, mv.base_tables)
+    lineage = lineage_of(mv, pinned)
+    types = {t: {c.lower(): v for c, v in _type_names(p.schema_json).items()} for t, p in pinned.items()}
+    found = [types.get(t, {}).get(c) for t, c in lineage.sources]
+    return bool(found) and all(v is not None and v != "timestamp" for v in found)

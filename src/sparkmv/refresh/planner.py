@@ -17,29 +17,23 @@ range, changed or not.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import date, datetime
 from typing import Any
 
 from sparkmv.analysis.lineage import Lineage
 from sparkmv.refresh.properties import MvProperties
-from sparkmv.sources.pinned import PinnedTable, partition_values
+from sparkmv.sources.pinned import PinnedTable
+from sparkmv.storage.partition_values import PartitionText, sort_key, to_text
 
-PartitionValue = str | None
+PartitionValue = PartitionText
+"""An MV partition value in its one text form (:mod:`sparkmv.storage.partition_values`)."""
 
+RetentionFilter = Callable[[set[PartitionValue]], set[PartitionValue]]
+"""Given MV partition values, the ones ``partition_retention_condition`` keeps."""
 
-def sort_key(value: PartitionValue) -> tuple[int, Any]:
-    """Order partition values: NULL first, numbers numerically, text lexically.
-
-    >>> sorted(["10", "9", None], key=sort_key)
-    [None, '9', '10']
-    """
-    if value is None:
-        return (0, 0)
-    try:
-        return (1, float(value))
-    except ValueError:
-        return (2, value)
+__all__ = ["PartitionValue", "RetentionFilter", "sort_key"]
 
 
 @dataclass(frozen=True)
@@ -90,11 +84,20 @@ class RefreshRequest:
 
 @dataclass
 class Chunk:
-    """One unit of work: MV partition values (None = the whole MV) and base cost."""
+    """One unit of work: MV partition values (None = the whole MV) and base cost.
+
+    ``outside`` marks the *rest chunk*: it computes the query over all input (reference
+    tables unrestricted) and keeps every row whose partition value is none of ``outside``
+    (the values the reference tables map to); ``partitions`` then lists the MV partitions
+    of that kind published now, which the chunk replaces. The MV's partition set comes
+    from the query: rows a non-reference input contributes (a NULL from a UNION ALL with
+    an unpartitioned table) are never filtered out.
+    """
 
     partitions: list[PartitionValue] | None
     base_bytes: int = 0
     base_rows: int = 0
+    outside: list[PartitionValue] | None = None
 
 
 @dataclass
@@ -152,6 +155,8 @@ class PlanInput:
         properties: the MV's properties.
         request: the user's request.
         today: the date partition TTL is measured from.
+        partition_kind: kind of the MV partition column's typed values.
+        retention: evaluates ``partition_retention_condition`` (by Spark); None drops nothing.
     """
 
     partition_by: str | None
@@ -163,6 +168,8 @@ class PlanInput:
     properties: MvProperties
     request: RefreshRequest = field(default_factory=RefreshRequest)
     today: date = field(default_factory=lambda: datetime.now().date())
+    partition_kind: str = "string"
+    retention: RetentionFilter | None = None
 
 
 def changed_partitions(pinned: PinnedTable, version_map: dict[tuple[str, str], str]) -> list[str]:
@@ -174,7 +181,7 @@ def changed_partitions(pinned: PinnedTable, version_map: dict[tuple[str, str], s
 
 def _mv_value(inp: PlanInput, table: str, path: str) -> PartitionValue:
     mapping = inp.lineage.mappings[table]
-    return mapping.transform.apply(partition_values(path).get(mapping.base_column))
+    return mapping.transform.apply(inp.pinned[table].value(path, mapping.base_column))
 
 
 def _image(inp: PlanInput) -> dict[PartitionValue, list[tuple[str, str]]]:
@@ -198,9 +205,9 @@ def _ttl_cutoff(inp: PlanInput) -> str | None:
     if unit == "DAY":
         from datetime import timedelta
 
-        return (d - timedelta(days=n)).isoformat()
+        return to_text(d - timedelta(days=n))
     months = d.year * 12 + (d.month - 1) - (n if unit == "MONTH" else 12 * n)
-    return date(months // 12, months % 12 + 1, 1).isoformat()
+    return to_text(date(months // 12, months % 12 + 1, 1))
 
 
 def _expired(value: PartitionValue, cutoff: str | None) -> bool:
@@ -212,40 +219,12 @@ def _expired(value: PartitionValue, cutoff: str | None) -> bool:
     return text < cutoff[: len(text)] if len(text) >= 4 and text[:4].isdigit() else False
 
 
-def retained(values: set[PartitionValue], column: str, condition: str | None) -> set[PartitionValue] | None:
-    """The values that satisfy ``partition_retention_condition`` (a SQL predicate on the
-    partition column, evaluated in Python with sqlglot's executor, no Spark).
-
-    Returns None when there is no condition or it cannot be evaluated (nothing is dropped).
-
-    >>> sorted(retained({"1995-01", "1995-04", None}, "m", "m >= '1995-03'"))
-    ['1995-04']
-    """
-    if not condition:
-        return None
-    from sqlglot import exp
-    from sqlglot.errors import SqlglotError
-    from sqlglot.executor import execute
-
-    key = "__smv_value"
-    ordered = sorted(values, key=sort_key)
-    rows = [{column: v, key: i} for i, v in enumerate(ordered)]
-    try:
-        predicate: exp.Expression = exp.maybe_parse(condition, dialect="spark")
-        query = exp.select(key).from_("t").where(predicate)
-        result = execute(query, tables={"t": rows} if rows else {"t": [{column: None, key: -1}]})
-    except (SqlglotError, ValueError, TypeError, KeyError, NameError, AttributeError):
-        return None  # an unsupported predicate drops nothing
-    return {ordered[r[0]] for r in result.rows if r[0] >= 0}
-
-
 def _dropped(inp: PlanInput, values: set[PartitionValue]) -> set[PartitionValue]:
     """Values outside ``partition_ttl`` or ``partition_retention_condition``."""
     cutoff = _ttl_cutoff(inp)
     out = {v for v in values if _expired(v, cutoff)}
-    keep = retained(values, inp.partition_by or "", inp.properties.partition_retention_condition)
-    if keep is not None:
-        out |= values - keep
+    if inp.properties.partition_retention_condition and inp.retention is not None and values:
+        out |= values - inp.retention(values)
     return out
 
 
@@ -307,32 +286,36 @@ def plan_refresh(inp: PlanInput) -> Plan:
     expired = sorted((v for v in dropped if v in inp.mv_partitions), key=sort_key)
     reasons: dict[PartitionValue, str] = {}
     non_reference = sorted(t for t in considered if t not in inp.lineage.mappings)
+    rest_reason = _rest_reason(inp, image, considered, non_reference, force)
+    # With a rest chunk, the partitions no reference partition maps to are computed there only.
+    per_partition = {v for v in universe if v in image} if rest_reason is not None else universe
     if force:
-        for v in universe:
+        for v in per_partition:
             reasons[v] = "FORCE"
     elif non_reference:
-        for v in universe:
+        for v in per_partition:
             reasons[v] = f"non-reference table {', '.join(non_reference)} changed"
     else:
         for table, paths in sorted(considered.items()):
             for path in paths:
                 v = _mv_value(inp, table, path)
-                if v in universe:
+                if v in per_partition:
                     what = (
                         "appeared"
                         if path not in _consumed_paths(inp, table)
                         else ("disappeared" if path not in inp.pinned[table].partitions else "changed")
                     )
                     reasons.setdefault(v, f"{table} partition {path or '<all>'} {what}")
-        for v in inp.mv_partitions - set(image) - dropped:
-            reasons.setdefault(v, "no base data remains")
+        if not _has_non_reference_inputs(inp):
+            for v in inp.mv_partitions - set(image) - dropped:
+                reasons.setdefault(v, "no base data remains")
     selected = sorted((v for v in reasons if inp.request.in_range(v)), key=sort_key)
     if inp.request.automatic and props.auto_refresh_partitions_limit:
         newest = sorted(universe, key=sort_key)[-props.auto_refresh_partitions_limit :]
         selected = [v for v in selected if v in newest]
     chosen = set(selected)
     consumed: dict[str, list[str]] = _excluded(changes, excluded)
-    everything = chosen >= universe
+    everything = chosen >= per_partition
     for table in inp.pinned:
         if table in excluded:
             continue
@@ -342,14 +325,22 @@ def plan_refresh(inp: PlanInput) -> Plan:
             continue
         all_paths = set(inp.pinned[table].partitions) | _consumed_paths(inp, table)
         # Base partitions of refreshed or dropped MV partitions are consumed.
-        paths_done = sorted(p for p in all_paths if _mv_value(inp, table, p) in chosen | dropped)
+        paths_done = sorted(
+            p
+            for p in all_paths
+            if (v := _mv_value(inp, table, p)) in chosen | dropped or (rest_reason is not None and v not in image)
+        )
         if paths_done:
             consumed[table] = paths_done
-    if not selected and not expired:
+    if not selected and not expired and rest_reason is None:
         pending = [v for v in reasons if v not in chosen]
         why = "up to date" if not pending else f"up to date in range ({len(pending)} changed partitions outside)"
         return Plan("SKIP", why, changed_base_partitions=changes, consumed=consumed)
     chunks = _cut(selected, image, inp)
+    labels = {_label(v): reasons[v] for v in selected}
+    if rest_reason is not None:
+        chunks.append(_rest_chunk(inp, image, dropped))
+        labels[OUTSIDE_LABEL] = rest_reason
     if non_reference and not force:
         # Say in the run record why a PCT run rewrites every partition.
         auto_reason += f"; non-reference table {', '.join(non_reference)} changed: every partition"
@@ -360,9 +351,54 @@ def plan_refresh(inp: PlanInput) -> Plan:
         replace_all=False,
         drop_partitions=expired,
         changed_base_partitions=changes,
-        partition_reasons={_label(v): reasons[v] for v in selected},
+        partition_reasons=labels,
         consumed=consumed,
     )
+
+
+OUTSIDE_LABEL = "<outside reference partitions>"
+"""Label (in ``partition_reasons``) of the rest chunk's partitions."""
+
+
+def _has_non_reference_inputs(inp: PlanInput) -> bool:
+    """True when rows may carry MV partition values no reference partition maps to (a NULL
+    from a UNION ALL branch over an unpartitioned table, an outer join's padding): the
+    lineage is not complete and some base table is not a reference table."""
+    return not inp.lineage.complete and any(t not in inp.lineage.mappings for t in inp.pinned)
+
+
+def _rest_reason(
+    inp: PlanInput,
+    image: dict[PartitionValue, list[tuple[str, str]]],
+    considered: dict[str, list[str]],
+    non_reference: list[str],
+    force: bool,
+) -> str | None:
+    """Why a PCT run recomputes the partitions outside the reference tables' image (the
+    rest chunk), or None when it need not: only with non-reference inputs and no range."""
+    if not _has_non_reference_inputs(inp) or inp.request.start is not None or inp.request.end is not None:
+        return None
+    if force:
+        return "FORCE"
+    if non_reference:
+        return f"non-reference table {', '.join(non_reference)} changed"
+    for table, paths in sorted(considered.items()):
+        if table in inp.lineage.mappings:
+            for path in paths:
+                if _mv_value(inp, table, path) not in image:
+                    return f"{table} partition {path or '<all>'} disappeared"
+    return None
+
+
+def _rest_chunk(
+    inp: PlanInput, image: dict[PartitionValue, list[tuple[str, str]]], dropped: set[PartitionValue]
+) -> Chunk:
+    """The chunk of every MV partition that no reference partition maps to: computed over
+    all input, keeping the rows whose partition value is outside ``image``; it replaces
+    the published partitions of that kind."""
+    existing = sorted((v for v in inp.mv_partitions if v not in image and v not in dropped), key=sort_key)
+    size, rows = _total_cost(inp)
+    return Chunk(existing, size, rows, outside=sorted(image, key=sort_key))
 
 
 def _consumed_paths(inp: PlanInput, table: str) -> set[str]:
@@ -404,14 +440,20 @@ def _full_plan(inp: PlanInput, reason: str, changes: dict[str, list[str]], consu
             for t in inp.lineage.mappings
             if t in inp.pinned
         }
-    chunks = _cut(values, image, inp) or [Chunk([], 0, 0)]
+    chunks = _cut(values, image, inp)
+    labels = {_label(v): reason for v in values}
+    if not ranged and _has_non_reference_inputs(inp):
+        # FULL computes the whole query: what the reference partitions do not map to comes
+        # from the rest chunk, never filtered out.
+        chunks.append(_rest_chunk(inp, image, dropped))
+        labels[OUTSIDE_LABEL] = reason
     return Plan(
         "FULL",
         reason,
-        chunks=chunks,
+        chunks=chunks or [Chunk([], 0, 0)],
         replace_all=not ranged,
         changed_base_partitions=changes,
-        partition_reasons={_label(v): reason for v in values},
+        partition_reasons=labels,
         consumed=consumed,
     )
 
@@ -461,7 +503,7 @@ def _cut(
 
 def base_partitions_for(plan_chunk: Chunk, inp_lineage: Lineage, pinned: dict[str, PinnedTable]) -> dict[str, set[str]]:
     """Reference table -> the pinned partition paths a chunk must read (others: all)."""
-    if plan_chunk.partitions is None:
+    if plan_chunk.partitions is None or plan_chunk.outside is not None:
         return {}
     wanted = set(plan_chunk.partitions)
     out: dict[str, set[str]] = {}
@@ -471,6 +513,6 @@ def base_partitions_for(plan_chunk: Chunk, inp_lineage: Lineage, pinned: dict[st
         out[table] = {
             path
             for path in pinned[table].partitions
-            if mapping.transform.apply(partition_values(path).get(mapping.base_column)) in wanted
+            if mapping.transform.apply(pinned[table].value(path, mapping.base_column)) in wanted
         }
     return out

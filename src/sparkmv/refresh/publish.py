@@ -37,7 +37,12 @@ def publish_run(
         replace = None
     elif plan.replace_all:
         current = {p.value for p in rt.iceberg.partitions(rt.iceberg.load(mv.name))}
-        replace = sorted((v for v in current if v not in set(plan.partitions)), key=lambda v: (v is not None, v))
+        # A rest chunk published the values outside the reference partitions already.
+        rest = next((set(c.outside) for c in plan.chunks if c.outside is not None), None)
+        replace = sorted(
+            (v for v in current if v not in set(plan.partitions) and (rest is None or v in rest)),
+            key=lambda v: (v is not None, v),
+        )
         replace += [p for c in pending for p in (c.partitions or []) if p not in replace]
     elif per_chunk:
         replace = [p for c in pending for p in (c.partitions or [])] + list(plan.drop_partitions)

@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Any
+
+import pyarrow as pa
 
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.catalog import ObjectKind, RefreshState
@@ -122,6 +125,11 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
             f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
         )
     partition_by = next((f.name for f in schema if f.name.lower() == stmt.partition_by), None)
+    schema = _partition_type(rt, stmt, query, bases, schema, partition_by)
+    if props.get("partition_retention_condition"):
+        from sparkmv.refresh.retention import check_condition_in
+
+        check_condition_in(rt.spark, props["partition_retention_condition"], partition_by, schema)
     rt.iceberg.create_table(stmt.name, schema, partition_by)
     try:
         with rt.catalog.transaction() as s:
@@ -142,6 +150,31 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
         rt.iceberg.drop_table(stmt.name)
         raise
     return f"created materialized view '{stmt.name}'"
+
+
+def _partition_type(
+    rt: Runtime,
+    stmt: CreateMaterializedView,
+    query: Any,
+    bases: list[ObjectName],
+    schema: pa.Schema,
+    partition_by: str | None,
+) -> pa.Schema:
+    """The MV table's schema: a TIMESTAMP partition column derived only from columns
+    without time zone (``date_trunc('WEEK', dt)`` of a DATE) is stored without time zone
+    (Iceberg ``timestamp``, Spark ``TIMESTAMP_NTZ``)."""
+    from sparkmv.refresh.context import MvDefinition, partition_without_zone
+
+    index = schema.get_field_index(partition_by) if partition_by else -1
+    if index < 0:
+        return schema
+    field = schema.field(index)
+    if not pa.types.is_timestamp(field.type) or field.type.tz is None:
+        return schema
+    mv = MvDefinition(0, stmt.name, query, partition_by, bases, MvProperties())
+    if not partition_without_zone(rt.catalog, rt.iceberg, mv):
+        return schema
+    return schema.set(index, pa.field(field.name, pa.timestamp(field.type.unit), field.nullable))
 
 
 def _first_fire(scheme: RefreshScheme) -> datetime | None:
@@ -185,14 +218,21 @@ def drop_object(rt: Runtime, stmt: DropObject) -> str:
 
 
 def _mark_dependents_inactive(rt: Runtime, s: object, name: ObjectName) -> None:
-    for mv in rt.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW):  # type: ignore[arg-type]
-        if name.qualified in (mv.base_tables or []):
-            rt.catalog.objects.set_fields(
-                s,  # type: ignore[arg-type]
-                mv.id,
-                is_active=False,
-                inactive_reason=f"base table '{name}' was dropped",
-            )
+    """Inactivity propagates down the MV graph: readers of ``name`` and their readers."""
+    rt.catalog.objects.deactivate_readers(s, name.qualified, f"base table '{name}' was dropped")  # type: ignore[arg-type]
+
+
+def _check_retention(rt: Runtime, name: ObjectName, props: dict[str, str]) -> None:
+    """Refuse a ``partition_retention_condition`` Spark cannot evaluate on the MV's
+    partition column (before anything is changed)."""
+    condition = props.get("partition_retention_condition")
+    if not condition:
+        return
+    from sparkmv.refresh.retention import check_condition_in
+
+    with rt.catalog.read() as s:
+        partition_by = rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW).partition_by
+    check_condition_in(rt.spark, condition, partition_by, rt.iceberg.load(name).schema().as_arrow())
 
 
 def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
@@ -201,6 +241,8 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
     Raises:
         ObjectNotFoundError, InvalidPropertyError, AnalysisError (re-activation failed).
     """
+    if stmt.set_properties is not None:
+        _check_retention(rt, stmt.name, validate(stmt.set_properties))
     with rt.catalog.transaction() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
         if stmt.set_properties is not None:
@@ -223,8 +265,18 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
             return f"schedule of '{stmt.name}' resumed"
         if stmt.active is False:
             rt.catalog.objects.set_fields(s, row.id, is_active=False, inactive_reason="set inactive by user")
+            rt.catalog.objects.deactivate_readers(s, stmt.name.qualified, "set inactive by user")
             return f"materialized view '{stmt.name}' is inactive"
         definition, base_tables, object_id = row.definition or "", list(row.base_tables or []), row.id
+    # Reactivation works top-down: every input MV must be active first.
+    from sparkmv.refresh.context import inactive_inputs
+
+    inactive = inactive_inputs(rt.catalog, [ObjectName.parse(b, allow_reserved=True) for b in base_tables])
+    if inactive:
+        raise AnalysisError(
+            f"cannot activate '{stmt.name}': its input materialized view {inactive[0]} is inactive; "
+            "activate that one first"
+        )
     # ACTIVE: re-analyse against the base tables as they are now.
     reason = None
     try:

@@ -6,11 +6,28 @@ also after a resume, reads exactly these files. Plain Python (no Spark), JSON-ab
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
+from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
 
+from sparkmv.storage.partition_values import PartitionText, PartitionValueError, canonical, kind_of_spark_type
+
 UNPARTITIONED = ""
+
+
+@lru_cache(maxsize=1024)
+def _kinds(schema_json: str, columns: tuple[str, ...]) -> dict[str, str]:
+    try:
+        fields = json.loads(schema_json).get("fields", [])
+    except (ValueError, AttributeError):
+        fields = []
+    types = {f["name"].lower(): f["type"] for f in fields if isinstance(f, dict) and "name" in f}
+    return {
+        c.lower(): kind_of_spark_type(t) if isinstance(t := types.get(c.lower(), "string"), str) else "string"
+        for c in columns
+    }
 
 
 @dataclass(frozen=True)
@@ -68,6 +85,28 @@ class PinnedTable:
     def versions(self) -> dict[str, str]:
         """Partition path -> version."""
         return {k: p.version for k, p in self.partitions.items()}
+
+    def partition_kinds(self) -> dict[str, str]:
+        """Partition column (lower case) -> kind of its typed values
+        (:mod:`sparkmv.storage.partition_values`), from the stored schema."""
+        return _kinds(self.schema_json, tuple(self.partition_columns))
+
+    def value(self, path: str, column: str) -> PartitionText:
+        """The value of partition column ``column`` in partition path ``path``, in the one
+        text form of its kind (a Hive directory ``d=2024-01-01T00:00`` of a timestamp
+        column is ``2024-01-01 00:00:00``); a text that is not of the kind stays as it is.
+
+        >>> t = PinnedTable("t", "parquet", '{"type": "struct", "fields": [{"name": "ts", '
+        ...                 '"type": "timestamp_ntz", "nullable": true, "metadata": {}}]}', ["ts"])
+        >>> t.value("ts=2024-01-01T10%3A00", "ts"), t.value("ts=__HIVE_DEFAULT_PARTITION__", "ts")
+        ('2024-01-01 10:00:00', None)
+        """
+        raw = partition_values(path).get(column)
+        kind = self.partition_kinds().get(column.lower(), "string")
+        try:
+            return canonical(raw, kind)
+        except PartitionValueError:
+            return raw
 
 
 def partition_values(path: str) -> dict[str, str | None]:

@@ -24,6 +24,7 @@ from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
+from sparkmv.storage import partition_values
 
 CATALOG_NAME = "sparkmv"
 RUN_ID_PROPERTY = "sparkmv.run-id"
@@ -68,12 +69,9 @@ class PartitionInfo:
 
 
 def partition_text(value: Any) -> str | None:
-    """Text form of an identity partition value (dates as ``yyyy-MM-dd``)."""
-    if value is None:
-        return None
-    if isinstance(value, datetime):
-        return value.isoformat(sep=" ")
-    return str(value)
+    """Text form of an identity partition value: the one text form of
+    :mod:`sparkmv.storage.partition_values`."""
+    return partition_values.to_text(value)
 
 
 class IcebergStore:
@@ -158,6 +156,13 @@ class IcebergStore:
         return table.schema().find_column_name(spec.fields[0].source_id)
 
     @staticmethod
+    def partition_kind(table: Table) -> str | None:
+        """The kind (:mod:`sparkmv.storage.partition_values`) of the identity partition
+        column, or None for an unpartitioned table."""
+        ptype = table.spec().partition_type(table.schema())
+        return partition_values.kind_of_iceberg_type(ptype.fields[0].field_type) if ptype.fields else None
+
+    @staticmethod
     def data_files(table: Table, snapshot_id: int | None = None) -> list[DataFile]:
         """The data files of ``snapshot_id`` (default: current snapshot).
 
@@ -174,7 +179,7 @@ class IcebergStore:
             if task.delete_files:
                 raise StorageError(f"table {table.name()} has delete files; sparkmv reads only data files")
             part = task.file.partition
-            value = partition_text(_logical(part[0], field_type)) if len(part) else None
+            value = partition_text(partition_values.from_iceberg_physical(part[0], field_type)) if len(part) else None
             files.append(DataFile(task.file.file_path, value, task.file.record_count, task.file.file_size_in_bytes))
         return files
 
@@ -240,7 +245,7 @@ class IcebergStore:
             raise StorageError(f"table {name.qualified} changed since run {run_id} planned its publish")
         props = {RUN_ID_PROPERTY: str(run_id), **(extra_properties or {})}
         column = self.partition_column(table)
-        predicate = self._replace_predicate(column, replace_partitions)
+        predicate = self._replace_predicate(column, replace_partitions, self.partition_kind(table) or "string")
         try:
             with table.transaction() as tx:
                 if current is not None and predicate is not None:
@@ -255,7 +260,15 @@ class IcebergStore:
         return snap.snapshot_id if snap else None
 
     @staticmethod
-    def _replace_predicate(column: str | None, values: list[str | None] | None) -> BooleanExpression | None:
+    def _replace_predicate(
+        column: str | None, values: list[str | None] | None, kind: str = "string"
+    ) -> BooleanExpression | None:
+        """The delete filter of the replaced partitions: pyiceberg expressions built from
+        typed literals (a date partition is compared with a date, never with text).
+
+        >>> IcebergStore._replace_predicate("d", ["2024-01-01", None], "date")
+        Or(left=EqualTo(term=Reference(name='d'), literal=DateLiteral(19723)), right=IsNull(term=Reference(name='d')))
+        """
         if values is None:
             return AlwaysTrue()
         if not values:
@@ -263,7 +276,7 @@ class IcebergStore:
         if column is None:
             return AlwaysTrue()  # the one partition of an unpartitioned table
         preds: list[BooleanExpression] = [
-            IsNull(column) if v is None else EqualTo(column, v)  # type: ignore[call-arg, arg-type]
+            IsNull(column) if v is None else EqualTo(column, partition_values.iceberg_value(v, kind))  # type: ignore[call-arg, arg-type]
             for v in values
         ]
         expr = preds[0]
@@ -296,20 +309,6 @@ class IcebergStore:
             for f in self.data_files(table, snap.snapshot_id):
                 paths.add(_strip_scheme(f.path))
         return paths
-
-
-def _logical(raw: Any, field_type: Any) -> Any:
-    """Manifest partition values are physical (days, micros); make them logical."""
-    from pyiceberg.types import DateType, TimestampType, TimestamptzType
-    from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp
-
-    if raw is None:
-        return None
-    if isinstance(field_type, DateType) and isinstance(raw, int):
-        return days_to_date(raw)
-    if isinstance(field_type, TimestampType | TimestamptzType) and isinstance(raw, int):
-        return micros_to_timestamp(raw)
-    return raw
 
 
 def _strip_scheme(uri: str) -> str:

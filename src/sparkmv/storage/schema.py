@@ -62,8 +62,10 @@ def spark_to_arrow(schema: StructType) -> pa.Schema:
 
 
 def arrow_to_spark(schema: pa.Schema) -> StructType:
-    """Spark schema of an Arrow schema."""
-    return from_arrow_schema(schema)
+    """Spark schema of an Arrow schema; a timestamp without time zone (Iceberg
+    ``timestamp``) is Spark's ``TIMESTAMP_NTZ``, one with a zone (``timestamptz``) Spark's
+    ``TIMESTAMP``."""
+    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
 
 
 def schema_to_json(schema: StructType) -> str:

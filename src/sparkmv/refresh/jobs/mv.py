@@ -20,7 +20,14 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.versions import VersionEntry
 from sparkmv.errors import InactiveError, RefreshError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.context import MvDefinition, lineage_of, mv_partitions, pin_for_refresh
+from sparkmv.refresh.context import (
+    MvDefinition,
+    lineage_of,
+    mv_partition_kind,
+    mv_partitions,
+    pin_for_refresh,
+    retention_filter,
+)
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
 from sparkmv.refresh.lifecycle import ProgressCallback, RunLifecycle
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, base_partitions_for, plan_refresh
@@ -144,6 +151,8 @@ class MvRefreshJob(Job[MvRunPlan]):
                 refreshed_before=refreshed_before,
                 properties=mv.properties,
                 request=ctx.request,
+                partition_kind=mv_partition_kind(self.rt.iceberg, mv.name),
+                retention=retention_filter(self.rt, mv),
             )
         )
         log.info("run %s of %s: %d chunks", ctx.run_id, mv.name, len(plan.chunks))
