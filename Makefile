@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test lint format typecheck bench clean
+.PHONY: install demo test test-slow lint format typecheck bench clean
 
 install: $(STAMP)
 
@@ -19,6 +19,10 @@ demo: install
 
 test: install
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The differential suite against DuckDB with ten times the hypothesis examples.
+test-slow: install
+	SPARKMV_DIFF_PROFILE=slow $(BIN)/python -m pytest -q -p no:cacheprovider tests/differential
 
 lint: install
 	$(BIN)/ruff check src tests bench
