@@ -5,8 +5,13 @@ Each case is one partition type of the base table, one partition expression and 
 shape; hypothesis generates the base data and a sequence of outside writes (add a file,
 rewrite a file, delete a partition, add a partition, change a non-partitioned table). After
 the initial build and after every write, every MV is refreshed (inner MV first) and
-compared with the oracle. ``SPARKMV_DIFF_PROFILE=slow`` (``make test-slow``) runs ten
-times the examples.
+compared with the oracle; a refresh that does not end SUCCESS or SKIPPED fails the test
+with its error. The fast profile (``make test``) runs one example of each case marked
+``fast``; ``SPARKMV_DIFF_PROFILE=slow`` (``make test-slow``) runs ten times the examples, of
+every case, with longer write sequences.
+
+Cases that fail on main because of issue 10 are marked xfail in ``KNOWN_ISSUE_10_FAILURES``;
+set ``ISSUE_10_FIXED = True`` once the fix is merged.
 """
 
 from __future__ import annotations
@@ -81,37 +86,56 @@ KNOWN_ISSUE_10_FAILURES: dict[str, str] = {
 
 @dataclass(frozen=True)
 class Case:
-    """One generated dimension: partition type x partition expression x query shape."""
+    """One generated dimension: partition type x partition expression x query shape.
+
+    ``fast``: also run in the fast profile (``make test``); the slow profile runs every case.
+    The fast cases cover every partition type, expression and shape at least once.
+    """
 
     ptype: str
     expr: str
     shape: str
+    fast: bool = False
 
     @property
     def id(self) -> str:
         return f"{self.ptype}-{self.expr}-{self.shape}"
 
 
+F = True
 CASES = [
-    *(Case("string", "identity", s) for s in ("agg", "projection", "union", "join", "left_join", "nested")),
+    Case("string", "identity", "agg"),
+    Case("string", "identity", "projection"),
+    Case("string", "identity", "union", F),
+    Case("string", "identity", "join"),
+    Case("string", "identity", "left_join", F),
+    Case("string", "identity", "nested"),
     Case("string", "substr", "agg"),
-    Case("string", "substr", "nested"),
-    *(Case("int", "identity", s) for s in ("agg", "union", "nested")),
-    *(Case("date", "identity", s) for s in ("agg", "projection", "union", "join", "nested")),
+    Case("string", "substr", "nested", F),
+    Case("int", "identity", "agg", F),
+    Case("int", "identity", "union"),
+    Case("int", "identity", "nested"),
+    Case("date", "identity", "agg"),
+    Case("date", "identity", "projection", F),
+    Case("date", "identity", "union"),
+    Case("date", "identity", "join", F),
+    Case("date", "identity", "nested"),
     Case("date", "week", "agg"),
-    Case("date", "week", "nested"),
-    Case("date", "month", "agg"),
-    Case("date", "quarter", "agg"),
-    Case("date", "year", "left_join"),
-    Case("date", "date_format", "agg"),
+    Case("date", "week", "nested", F),
+    Case("date", "month", "agg", F),
+    Case("date", "quarter", "agg", F),
+    Case("date", "year", "left_join", F),
+    Case("date", "date_format", "agg", F),
     Case("date", "date_format", "nested"),
-    *(Case("timestamp", "identity", s) for s in ("agg", "union")),
-    Case("timestamp", "hour", "agg"),
+    Case("timestamp", "identity", "agg"),
+    Case("timestamp", "identity", "union", F),
+    Case("timestamp", "hour", "agg", F),
     Case("timestamp", "day", "agg"),
-    Case("timestamp", "day", "nested"),
-    Case("timestamp", "to_date", "agg"),
-    Case("timestamp", "date_format", "projection"),
-    *(Case("boolean", "identity", s) for s in ("agg", "union")),
+    Case("timestamp", "day", "nested", F),
+    Case("timestamp", "to_date", "agg", F),
+    Case("timestamp", "date_format", "projection", F),
+    Case("boolean", "identity", "agg", F),
+    Case("boolean", "identity", "union"),
 ]
 
 
@@ -255,7 +279,7 @@ def run_scenario(spark: Any, case: Case, scenario: Scenario, root: Path) -> None
             checker.refresh_and_check(f"write {i + 1} ({world.log[-1]})")
 
 
-@pytest.mark.parametrize("case", [_param(c) for c in CASES])
+@pytest.mark.parametrize("case", [_param(c) for c in CASES if c.fast or profile_name() == "slow"])
 def test_mv_equals_duckdb_after_every_refresh(spark: Any, case: Case) -> None:
     tables = tables_of(render(case.shape, case.expr))
 
