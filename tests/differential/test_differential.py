@@ -61,8 +61,10 @@ NON_REFERENCE_ROWS = "issue 10: rows only from a non-reference table dropped (cl
 # Case id -> the issue-10 class it fails with on main (seen with the fast and the slow profile).
 KNOWN_ISSUE_10_FAILURES: dict[str, str] = {
     # The MV's partition column is a TIMESTAMP (date_trunc of a date or timestamp, or a
-    # timestamp identity): the refresh ends SUCCESS and pyiceberg reads every row, but reading
-    # the MV through sparkmv drops every row of a non-NULL timestamp partition.
+    # timestamp identity): the first (FULL) refresh ends SUCCESS and pyiceberg reads every row,
+    # but reading the MV through sparkmv drops every row of a non-NULL timestamp partition; a
+    # later PCT refresh ends FAILED: "Invalid timestamp with zone: 2019-12-30 00:00:00+00:00
+    # (must be ISO-8601)".
     **{
         f"{ptype}-{expr}-{shape}": TIMESTAMP_PARTITIONS
         for ptype, expr, shape in [
