@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -34,6 +35,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
+
+# Hypothesis keeps caches (not examples: database=None below) in a storage directory,
+# `./.hypothesis` by default; keep them out of the repository.
+os.environ.setdefault("HYPOTHESIS_STORAGE_DIRECTORY", str(Path(tempfile.gettempdir()) / "sparkmv-hypothesis"))
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 PROFILE_ENV = "SPARKMV_DIFF_PROFILE"
