@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 JDBC_JAR := /usr/share/java/postgresql.jar
 
-.PHONY: install jdbc demo test lint lint-imports format typecheck bench clean
+.PHONY: install jdbc demo test test-slow lint lint-imports format typecheck bench clean
 
 install: $(STAMP) jdbc
 
@@ -27,6 +27,10 @@ demo: install
 
 test: install lint-imports
 	$(BIN)/python -m pytest -q -p no:cacheprovider
+
+# The differential suite against DuckDB with ten times the hypothesis examples.
+test-slow: install
+	SPARKMV_DIFF_PROFILE=slow $(BIN)/python -m pytest -q -p no:cacheprovider tests/differential
 
 lint: install
 	$(BIN)/ruff check src tests bench
