@@ -12,7 +12,6 @@ few that are about processes (a JVM not started, the terminal free of Spark's lo
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import shutil
 import sqlite3
@@ -76,8 +75,12 @@ def run_in_process(argv: list[str], monkeypatch: pytest.MonkeyPatch, capsys: pyt
     """``sparkmv ARGV`` in this process (the session's SparkSession is the active one)."""
     monkeypatch.delenv("SPARKMV_CATALOG_URL", raising=False)
     monkeypatch.setattr(sys, "argv", ["sparkmv", *argv])
+    from pyspark.logger import PySparkLogger
+
     for name in QUERY_CONTEXT_LOGGERS:  # the CLI's own session sends these to its log file
-        monkeypatch.setattr(logging.getLogger(name), "disabled", True)
+        # PySparkLogger.getLogger: a plain logging.Logger made first under this name would
+        # break pyspark's own error logging (it passes errorClass=...) for the whole session.
+        monkeypatch.setattr(PySparkLogger.getLogger(name), "disabled", True)
     cli.state._client = None
     capsys.readouterr()
     code = 0
