@@ -23,6 +23,7 @@ from datetime import date, datetime
 from typing import Any
 
 from sparkmv.analysis.lineage import Lineage
+from sparkmv.refresh.chunking import Chunk, base_partitions_for, cut_chunks
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.partition_values import PartitionText, sort_key, to_text
@@ -33,7 +34,7 @@ PartitionValue = PartitionText
 RetentionFilter = Callable[[set[PartitionValue]], set[PartitionValue]]
 """Given MV partition values, the ones ``partition_retention_condition`` keeps."""
 
-__all__ = ["PartitionValue", "RetentionFilter", "sort_key"]
+__all__ = ["Chunk", "PartitionValue", "RetentionFilter", "base_partitions_for", "sort_key"]
 
 
 @dataclass(frozen=True)
@@ -80,24 +81,6 @@ class RefreshRequest:
         if self.start is not None and sort_key(value) < sort_key(self.start):
             return False
         return not (self.end is not None and sort_key(value) >= sort_key(self.end))
-
-
-@dataclass
-class Chunk:
-    """One unit of work: MV partition values (None = the whole MV) and base cost.
-
-    ``outside`` marks the *rest chunk*: it computes the query over all input (reference
-    tables unrestricted) and keeps every row whose partition value is none of ``outside``
-    (the values the reference tables map to); ``partitions`` then lists the MV partitions
-    of that kind published now, which the chunk replaces. The MV's partition set comes
-    from the query: rows a non-reference input contributes (a NULL from a UNION ALL with
-    an unpartitioned table) are never filtered out.
-    """
-
-    partitions: list[PartitionValue] | None
-    base_bytes: int = 0
-    base_rows: int = 0
-    outside: list[PartitionValue] | None = None
 
 
 @dataclass
@@ -467,8 +450,6 @@ def _total_cost(inp: PlanInput) -> tuple[int, int]:
 def _cut(
     values: list[PartitionValue], image: dict[PartitionValue, list[tuple[str, str]]], inp: PlanInput
 ) -> list[Chunk]:
-    props = inp.properties
-
     def cost(v: PartitionValue) -> tuple[int, int]:
         size = rows = 0
         for table, path in image.get(v, []):
@@ -477,42 +458,4 @@ def _cut(
             rows += part.rows if part.rows is not None else part.bytes // 100  # ~100 bytes a row
         return size, rows
 
-    chunks: list[Chunk] = []
-    current = Chunk([], 0, 0)
-    for v in values:
-        size, rows = cost(v)
-        assert current.partitions is not None
-        if props.partition_refresh_strategy == "STRICT":
-            full = len(current.partitions) >= props.partition_refresh_number
-        else:
-            full = bool(current.partitions) and (
-                current.base_bytes + size > props.mv_max_bytes_per_refresh
-                or current.base_rows + rows > props.mv_max_rows_per_refresh
-            )
-        if full:
-            chunks.append(current)
-            current = Chunk([], 0, 0)
-        assert current.partitions is not None
-        current.partitions.append(v)
-        current.base_bytes += size
-        current.base_rows += rows
-    if current.partitions:
-        chunks.append(current)
-    return chunks
-
-
-def base_partitions_for(plan_chunk: Chunk, inp_lineage: Lineage, pinned: dict[str, PinnedTable]) -> dict[str, set[str]]:
-    """Reference table -> the pinned partition paths a chunk must read (others: all)."""
-    if plan_chunk.partitions is None or plan_chunk.outside is not None:
-        return {}
-    wanted = set(plan_chunk.partitions)
-    out: dict[str, set[str]] = {}
-    for table, mapping in inp_lineage.mappings.items():
-        if table not in pinned:
-            continue
-        out[table] = {
-            path
-            for path in pinned[table].partitions
-            if mapping.transform.apply(pinned[table].value(path, mapping.base_column)) in wanted
-        }
-    return out
+    return cut_chunks(values, cost, inp.properties)

@@ -14,7 +14,8 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sparkmv.catalog import RunState, Trigger
+from sparkmv.catalog import ObjectKind, RunState, Trigger
+from sparkmv.catalog.models import ObjectRow
 from sparkmv.names import ObjectName
 from sparkmv.refresh.jobs import job_type_for
 from sparkmv.refresh.jobs.base import Job
@@ -45,7 +46,8 @@ class QueuedRun:
 def run_pending(rt: Runtime, run_id: int) -> RefreshRun | None:
     """Start and execute PENDING run ``run_id``; None when another scheduler took it.
 
-    An inactive MV's pending run ends SKIPPED with the reason.
+    The pending run of an inactive MV, or of a table that is no longer refreshable, ends
+    SKIPPED with the reason.
 
     Raises:
         BusyError: the object is being refreshed; the run stays PENDING.
@@ -54,10 +56,25 @@ def run_pending(rt: Runtime, run_id: int) -> RefreshRun | None:
     with rt.catalog.transaction() as s:
         run = rt.catalog.runs.get(s, run_id)
         row = rt.catalog.objects.by_id(s, run.object_id)
-        if not row.is_active:
-            finish_pending(s, run_id, RunState.SKIPPED, f"MV is inactive: {row.inactive_reason}")
+        skipped = _skip_reason(row)
+        if skipped is not None:
+            finish_pending(s, run_id, RunState.SKIPPED, skipped)
             return RefreshRun.from_row(rt.catalog.runs.get(s, run_id))
         trigger = Trigger(run.trigger)
         request = request_of(run.request_options, automatic=trigger != Trigger.MANUAL)
         name, kind = ObjectName(row.namespace, row.name), row.kind
     return RunLifecycle(rt).refresh(job_type_for(kind), name, trigger, request, claim=QueuedRun(run_id))
+
+
+def _skip_reason(row: ObjectRow) -> str | None:
+    """Why a pending run of ``row`` cannot run (None when it can)."""
+    if row.kind == ObjectKind.REFRESHABLE_TABLE:
+        from sparkmv.refresh.jobs.reload import not_refreshable_message
+        from sparkmv.refresh.reload.options import TableDef
+
+        if not TableDef.from_row(row).refreshable:
+            return not_refreshable_message(ObjectName(row.namespace, row.name))
+        return None
+    if not row.is_active:
+        return f"MV is inactive: {row.inactive_reason}"
+    return None

@@ -13,13 +13,10 @@ import threading
 from collections.abc import Callable
 from datetime import datetime, timedelta
 
-from sparkmv.catalog import RefreshState, RunState, Trigger
+from sparkmv.catalog import RefreshState, Trigger
 from sparkmv.catalog.models import ObjectRow
-from sparkmv.catalog.scheduling import finish_pending
 from sparkmv.errors import BusyError, LeaseLostError, SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.jobs.reload import not_refreshable_message
-from sparkmv.refresh.reload.options import TableDef
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.scheduler.metrics import SchedulerMetrics
@@ -27,25 +24,6 @@ from sparkmv.scheduler.report import NodeResult, qualified
 from sparkmv.scheduler.runner import run_pending
 
 log = logging.getLogger("sparkmv.scheduler")
-
-
-def run_pending_table(rt: Runtime, run_id: int) -> RefreshRun | None:
-    """Start and execute PENDING reload run ``run_id``; None when another scheduler took it.
-
-    A table that is no longer refreshable ends the run SKIPPED with the reason; otherwise the
-    run goes through :func:`sparkmv.scheduler.runner.run_pending`, the one lifecycle.
-
-    Raises:
-        BusyError: the table is being reloaded; the run stays PENDING.
-        LeaseLostError: the lease was taken over during the run.
-    """
-    with rt.catalog.transaction() as s:
-        run = rt.catalog.runs.get(s, run_id)
-        row = rt.catalog.objects.by_id(s, run.object_id)
-        if not TableDef.from_row(row).refreshable:
-            finish_pending(s, run_id, RunState.SKIPPED, not_refreshable_message(ObjectName(row.namespace, row.name)))
-            return RefreshRun.from_row(rt.catalog.runs.get(s, run_id))
-    return run_pending(rt, run_id)
 
 
 class TableReloads:
@@ -71,7 +49,7 @@ class TableReloads:
         if pending:
             run_id = pending[0].run_id
             log.info("%s: starting queued reload run %s (%s)", display, run_id, pending[0].trigger)
-            return self._reload(row, lambda: run_pending_table(self.rt, run_id), run_id)
+            return self._reload(row, lambda: run_pending(self.rt, run_id), run_id)
         raw = (row.options or {}).get("refresh_interval_sec")
         if not raw:
             return NodeResult(name, "IDLE")
