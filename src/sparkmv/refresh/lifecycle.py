@@ -21,7 +21,6 @@ Fault points (:mod:`sparkmv.refresh.faults`) hit here: ``after_chunk_staged``,
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,6 +39,7 @@ from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage.files import remove_unreferenced
+from sparkmv.storage.spark_log import spark_error_line
 
 log = logging.getLogger("sparkmv.refresh")
 
@@ -103,20 +103,9 @@ def chunk_job_group(run_id: int, chunk_id: int) -> str:
 
 
 def spark_error_text(exc: BaseException) -> str:
-    """The first meaningful line of a Spark/py4j error."""
-    text = str(exc).strip()
-    for line in text.splitlines():
-        line = line.strip().removeprefix(": ")
-        if line and not line.startswith(("JVM stacktrace", "at ", "py4j", "An error occurred while calling")):
-            # Py4JJavaError: ": org.apache.spark.SparkException: [FAILED_READ_FILE...] ..."
-            return re.sub(r"^(?:[\w$.]+(?:Exception|Error): )+", "", line)[:2000]
-    return type(exc).__name__
-
-
-def request_of(options: dict[str, Any] | None, automatic: bool = False) -> RefreshRequest:
-    """The request stored in a run's ``request_options``."""
-    opts = options or {}
-    return RefreshRequest(bool(opts.get("force")), opts.get("start"), opts.get("end"), automatic=automatic)
+    """The error a failed run records: :func:`sparkmv.storage.spark_log.spark_error_line`,
+    kept up to 2000 characters."""
+    return spark_error_line(exc, limit=2000)
 
 
 class RunLifecycle:
@@ -184,7 +173,7 @@ class RunLifecycle:
             log.warning("run %s of %s abandoned after %d attempts", run_id, job.name, attempts - 1)
             self._abandon(job, run_id, state, f"abandoned after {attempts - 1} attempts")
             return "abandoned", self._result(run_id)
-        request = request_of(options)
+        request = RefreshRequest.from_json(options)
         if not finishing:
             return "resumed", self._execute(job, run_id, request, stored or None)
         monitor = self._monitor(job, run_id)

@@ -19,7 +19,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.names import ObjectName
 from sparkmv.refresh.jobs import job_type_for
 from sparkmv.refresh.jobs.base import Job
-from sparkmv.refresh.lifecycle import RunLifecycle, request_of
+from sparkmv.refresh.lifecycle import RunLifecycle
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
@@ -61,7 +61,7 @@ def run_pending(rt: Runtime, run_id: int) -> RefreshRun | None:
             finish_pending(s, run_id, RunState.SKIPPED, skipped)
             return RefreshRun.from_row(rt.catalog.runs.get(s, run_id))
         trigger = Trigger(run.trigger)
-        request = request_of(run.request_options, automatic=trigger != Trigger.MANUAL)
+        request = RefreshRequest.from_json(run.request_options, automatic=trigger != Trigger.MANUAL)
         name, kind = ObjectName(row.namespace, row.name), row.kind
     return RunLifecycle(rt).refresh(job_type_for(kind), name, trigger, request, claim=QueuedRun(run_id))
 

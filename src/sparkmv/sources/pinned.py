@@ -15,6 +15,8 @@ from urllib.parse import unquote
 from sparkmv.storage.partition_values import PartitionText, PartitionValueError, canonical, kind_of_spark_type
 
 UNPARTITIONED = ""
+HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
+"""The directory name of the NULL partition in a Hive-style path (Spark's and Hive's)."""
 
 
 @lru_cache(maxsize=1024)
@@ -125,7 +127,7 @@ def partition_values(path: str) -> dict[str, str | None]:
     for part in path.split("/"):
         col, _, raw = part.partition("=")
         value = unquote(raw)
-        out[col] = None if value == "__HIVE_DEFAULT_PARTITION__" else value
+        out[col] = None if value == HIVE_NULL_PARTITION else value
     return out
 
 
@@ -137,5 +139,5 @@ def partition_path(column: str, value: str | None) -> str:
     """
     from urllib.parse import quote
 
-    text = "__HIVE_DEFAULT_PARTITION__" if value is None else quote(value, safe=" -_.:")
+    text = HIVE_NULL_PARTITION if value is None else quote(value, safe=" -_.:")
     return f"{column}={text}"

@@ -29,7 +29,6 @@ from sparkmv.storage import partition_values
 CATALOG_NAME = "sparkmv"
 RUN_ID_PROPERTY = "sparkmv.run-id"
 CHUNKS_PROPERTY = "sparkmv.chunks"
-NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 
 
 @dataclass(frozen=True)

@@ -129,8 +129,9 @@ _NOISE = ("JVM stacktrace", "at ", "py4j", "An error occurred while calling", "T
 _CLASS_PREFIX = re.compile(r"^(?:[\w$.]+(?:Exception|Error): )+")
 
 
-def spark_error_line(exc: BaseException) -> str:
-    """The first meaningful line of a Spark or py4j error, without Java class names.
+def spark_error_line(exc: BaseException, limit: int = 1000) -> str:
+    """The first meaningful line of a Spark or py4j error, without Java class names, cut to
+    ``limit`` characters.
 
     >>> spark_error_line(RuntimeError("An error occurred while calling o46.parquet.\\n"
     ...     ": org.apache.spark.SparkException: Could not parse Master URL: 'nonsense://x'\\n\\tat x"))
@@ -140,5 +141,5 @@ def spark_error_line(exc: BaseException) -> str:
     for raw in text.splitlines():
         line = raw.strip().removeprefix(": ")
         if line and not line.startswith(_NOISE):
-            return _CLASS_PREFIX.sub("", line)[:1000]
+            return _CLASS_PREFIX.sub("", line)[:limit]
     return type(exc).__name__

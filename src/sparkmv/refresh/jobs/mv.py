@@ -123,7 +123,7 @@ class MvRefreshJob(Job[MvRunPlan]):
         return {
             "priority": self.mv.properties.task_priority,
             "publish": self.mv.properties.publish.lower(),
-            "request_options": {"force": request.force, "start": request.start, "end": request.end},
+            "request_options": request.to_json(),
         }
 
     def throttle_per_minute(self) -> float:
