@@ -77,16 +77,6 @@ class RunStore:
         """Set fields of one run."""
         session.execute(update(TaskRunRow).where(TaskRunRow.run_id == run_id).values(**fields))
 
-    @staticmethod
-    def pending(session: Session, object_id: int) -> TaskRunRow | None:
-        """The oldest PENDING run of an object, if any."""
-        return session.scalars(
-            select(TaskRunRow)
-            .where(TaskRunRow.object_id == object_id, TaskRunRow.state == RunState.PENDING)
-            .order_by(TaskRunRow.run_id)
-            .limit(1)
-        ).one_or_none()
-
     # -- progress table ---------------------------------------------------------------------
     @staticmethod
     def add_chunks(session: Session, run_id: int, chunks: builtins.list[builtins.list[Any]]) -> None:

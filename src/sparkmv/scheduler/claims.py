@@ -1,7 +1,7 @@
 """Claims of the scheduler: the rules live in :mod:`sparkmv.catalog.scheduling`.
 
 This module keeps the scheduler's own piece (retries carry a ``not_before`` time in their
-request options) and the session-level start of a pending run for the run executor.
+request options).
 """
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sparkmv.catalog.scheduling import NOT_BEFORE, finish_pending, start_pending
+from sparkmv.catalog.scheduling import NOT_BEFORE
 
-__all__ = ["NOT_BEFORE", "finish_pending", "start_pending", "with_not_before"]
+__all__ = ["NOT_BEFORE", "with_not_before"]
 
 
 def with_not_before(options: dict[str, Any], when: datetime) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 The run row that the request, the scheduled fire or the on-change trigger created is the
 run that executes (no second row): :class:`QueuedRun` is the lifecycle's claim that moves
 it to RUNNING and takes the object's lease in one transaction
-(:func:`sparkmv.scheduler.claims.start_pending`); the run then goes through
+(:func:`sparkmv.catalog.scheduling.start_pending`); the run then goes through
 :meth:`sparkmv.refresh.lifecycle.RunLifecycle.refresh`, the entry point of ``REFRESH``.
 """
 
@@ -16,6 +16,7 @@ from sqlalchemy.orm import Session
 
 from sparkmv.catalog import ObjectKind, RunState, Trigger
 from sparkmv.catalog.models import ObjectRow
+from sparkmv.catalog.scheduling import finish_pending, start_pending
 from sparkmv.names import ObjectName
 from sparkmv.refresh.jobs import job_type_for
 from sparkmv.refresh.jobs.base import Job
@@ -23,7 +24,6 @@ from sparkmv.refresh.lifecycle import RunLifecycle
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.scheduler.claims import finish_pending, start_pending
 
 
 @dataclass(frozen=True)
