@@ -3,16 +3,8 @@
 from __future__ import annotations
 
 from sparkmv.catalog import ObjectKind
-from sparkmv.refresh.context import (
-    MvDefinition,
-    check_request,
-    lineage_of,
-    mv_partition_kind,
-    mv_partitions,
-    pin_all,
-    retention_filter,
-)
-from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, PlanInput, RefreshRequest, plan_refresh
+from sparkmv.refresh.context import MvDefinition, check_request, pin_all, plan_input
+from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sql.statements import RefreshMaterializedView
 
@@ -21,26 +13,12 @@ def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
     """The plan a refresh would run now, and a description of the partition lineage."""
     with rt.catalog.read() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
-        versions = rt.catalog.versions.load(s, row.id)
     check_request(rt.catalog, rt.iceberg, stmt.name, stmt.start, stmt.end)
     mv = MvDefinition.from_row(row)
-    pinned = pin_all(rt.catalog, rt.iceberg, mv.base_tables)
-    lineage = lineage_of(mv, pinned)
-    refreshed = row.last_success_run_id is not None
-    plan = plan_refresh(
-        PlanInput(
-            mv.partition_by,
-            lineage,
-            pinned,
-            {k: v.version for k, v in versions.items()},
-            mv_partitions(rt.iceberg, mv.name) if refreshed else set(),
-            refreshed,
-            mv.properties,
-            RefreshRequest(stmt.force, stmt.start, stmt.end),
-            partition_kind=mv_partition_kind(rt.iceberg, mv.name),
-            retention=retention_filter(rt, mv),
-        )
+    inp = plan_input(
+        rt, mv, pin_all(rt.catalog, rt.iceberg, mv.base_tables), RefreshRequest(stmt.force, stmt.start, stmt.end)
     )
+    plan, lineage = plan_refresh(inp), inp.lineage
     if lineage.mappings:
         lines = [
             f"{m.base_table}: {mv.partition_by} = {m.transform.describe(m.base_column)}"

@@ -10,6 +10,7 @@ import os
 from dataclasses import dataclass
 from functools import lru_cache
 
+from pyiceberg.table import Table
 from sqlglot import exp
 
 from sparkmv.analysis.lineage import Lineage, partition_lineage
@@ -19,7 +20,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
 from sparkmv.errors import InactiveError, RefreshError, SourceError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.planner import PartitionValue, RetentionFilter
+from sparkmv.refresh.planner import PartitionValue, PlanInput, RefreshRequest, RetentionFilter
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -212,10 +213,32 @@ def lineage_of(mv: MvDefinition, pinned: dict[str, PinnedTable]) -> Lineage:
     return partition_lineage(mv.query, mv.partition_by, schema, parts)
 
 
-def mv_partitions(store: IcebergStore, name: ObjectName) -> set[PartitionValue]:
-    """Partition values of the MV's current snapshot."""
-    table = store.load(name)
-    return {p.value for p in store.partitions(table)} if IcebergStore.partition_column(table) else set()
+def plan_input(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], request: RefreshRequest) -> PlanInput:
+    """The planner's input for a refresh of ``mv`` now (used by the MV job and by ``EXPLAIN
+    REFRESH`` alike): the version map, the partitions of the MV's current snapshot, the
+    kind of its partition values and its retention. The MV's Iceberg table is loaded once;
+    its current snapshot id is :attr:`PlanInput.mv_snapshot_id`."""
+    with rt.catalog.read() as s:
+        versions = rt.catalog.versions.load(s, mv.object_id)
+        refreshed = rt.catalog.objects.by_id(s, mv.object_id).last_success_run_id is not None
+    table = rt.iceberg.load(mv.name)
+    published: set[PartitionValue] = set()
+    if refreshed and IcebergStore.partition_column(table):
+        published = {p.value for p in IcebergStore.partitions(table)}
+    snapshot = table.current_snapshot()
+    return PlanInput(
+        partition_by=mv.partition_by,
+        lineage=lineage_of(mv, pinned),
+        pinned=pinned,
+        version_map={k: v.version for k, v in versions.items()},
+        mv_partitions=published,
+        refreshed_before=refreshed,
+        properties=mv.properties,
+        request=request,
+        partition_kind=IcebergStore.partition_kind(table) or "string",
+        retention=_retention_filter(rt, mv, table),
+        mv_snapshot_id=snapshot.snapshot_id if snapshot is not None else None,
+    )
 
 
 def mv_partition_kind(store: IcebergStore, name: ObjectName) -> str:
@@ -223,7 +246,7 @@ def mv_partition_kind(store: IcebergStore, name: ObjectName) -> str:
     return IcebergStore.partition_kind(store.load(name)) or "string"
 
 
-def retention_filter(rt: Runtime, mv: MvDefinition) -> RetentionFilter | None:
+def _retention_filter(rt: Runtime, mv: MvDefinition, table: Table) -> RetentionFilter | None:
     """The MV's ``partition_retention_condition`` as a function evaluated by Spark over
     the partition values (None without a condition or partition column)."""
     condition = mv.properties.partition_retention_condition
@@ -232,7 +255,7 @@ def retention_filter(rt: Runtime, mv: MvDefinition) -> RetentionFilter | None:
     from sparkmv.refresh.retention import retained
     from sparkmv.storage.schema import arrow_to_spark
 
-    schema = arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
+    schema = arrow_to_spark(table.schema().as_arrow())
     field = next(f for f in schema.fields if f.name.lower() == mv.partition_by.lower())
     return lambda values: retained(rt.spark, condition, field.name, field.dataType, values)
 

@@ -140,6 +140,8 @@ class PlanInput:
         today: the date partition TTL is measured from.
         partition_kind: kind of the MV partition column's typed values.
         retention: evaluates ``partition_retention_condition`` (by Spark); None drops nothing.
+        mv_snapshot_id: the MV's current snapshot id when ``mv_partitions`` was read (the
+            run publishes only if it is still current); None for an empty table.
     """
 
     partition_by: str | None
@@ -153,6 +155,7 @@ class PlanInput:
     today: date = field(default_factory=lambda: datetime.now().date())
     partition_kind: str = "string"
     retention: RetentionFilter | None = None
+    mv_snapshot_id: int | None = None
 
 
 def changed_partitions(pinned: PinnedTable, version_map: dict[tuple[str, str], str]) -> list[str]:

@@ -20,17 +20,10 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.versions import VersionEntry
 from sparkmv.errors import InactiveError, RefreshError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.context import (
-    MvDefinition,
-    lineage_of,
-    mv_partition_kind,
-    mv_partitions,
-    pin_for_refresh,
-    retention_filter,
-)
+from sparkmv.refresh.context import MvDefinition, lineage_of, pin_for_refresh, plan_input
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
 from sparkmv.refresh.lifecycle import ProgressCallback, RunLifecycle
-from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, base_partitions_for, plan_refresh
+from sparkmv.refresh.planner import Plan, RefreshRequest, base_partitions_for, plan_refresh
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -137,27 +130,11 @@ class MvRefreshJob(Job[MvRunPlan]):
         """Pin the base tables and plan FULL / PCT / SKIP."""
         mv, catalog = self.mv, self.rt.catalog
         pinned = pin_for_refresh(catalog, self.rt.iceberg, mv)
-        self.lineage = lineage_of(mv, pinned)
-        with catalog.read() as s:
-            versions = catalog.versions.load(s, mv.object_id)
-            refreshed_before = catalog.objects.by_id(s, mv.object_id).last_success_run_id is not None
-        plan = plan_refresh(
-            PlanInput(
-                partition_by=mv.partition_by,
-                lineage=self.lineage,
-                pinned=pinned,
-                version_map={k: v.version for k, v in versions.items()},
-                mv_partitions=mv_partitions(self.rt.iceberg, mv.name) if refreshed_before else set(),
-                refreshed_before=refreshed_before,
-                properties=mv.properties,
-                request=ctx.request,
-                partition_kind=mv_partition_kind(self.rt.iceberg, mv.name),
-                retention=retention_filter(self.rt, mv),
-            )
-        )
+        inp = plan_input(self.rt, mv, pinned, ctx.request)
+        self.lineage = inp.lineage
+        plan = plan_refresh(inp)
         log.info("run %s of %s: %d chunks", ctx.run_id, mv.name, len(plan.chunks))
-        current = self.rt.iceberg.load(mv.name).current_snapshot()
-        self.plan = MvRunPlan(plan, pinned, current.snapshot_id if current is not None else None)
+        self.plan = MvRunPlan(plan, pinned, inp.mv_snapshot_id)
         return self.plan
 
     def plan_from_json(self, data: dict[str, Any]) -> MvRunPlan:
