@@ -23,6 +23,20 @@ from sparkmv.errors import InvalidNameError
 DEFAULT_NAMESPACE = "default"
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 RESERVED_NAMESPACES = frozenset({"sparkmv"})
+HIDDEN_COLUMN_PREFIX = "__smv_"
+"""Columns of an MV's Iceberg table whose lower-case name starts with this are hidden state
+of incremental refresh (a group's row count, the sum and count behind an AVG): sparkmv's
+readers (``SELECT *``, ``DESCRIBE``, ``Client.table``, MVs reading the MV) never see them;
+an outside Iceberg reader should ignore them."""
+
+
+def is_hidden_column(name: str) -> bool:
+    """True for a hidden state column name.
+
+    >>> is_hidden_column("__smv_count"), is_hidden_column("revenue")
+    (True, False)
+    """
+    return name.lower().startswith(HIDDEN_COLUMN_PREFIX)
 
 
 def is_identifier(text: str) -> bool:

@@ -18,6 +18,7 @@ from sparkmv.catalog import migrate
 from sparkmv.catalog.control import ControlStore
 from sparkmv.catalog.database import Database, open_database
 from sparkmv.catalog.objects import ObjectStore
+from sparkmv.catalog.positions import PositionStore
 from sparkmv.catalog.runs import RunStore
 from sparkmv.catalog.scheduling import SchedulingStore
 from sparkmv.catalog.versions import VersionStore
@@ -28,7 +29,7 @@ class Catalog:
 
     Attributes:
         url: SQLAlchemy URL.
-        objects, runs, versions, control: the stores, one per metadata table group
+        objects, runs, versions, positions, control: the stores, one per metadata table group
             (methods inside a caller's session from :meth:`transaction`).
         scheduling: the scheduler's claims and queue (:class:`SchedulingStore`); each
             method owns its transaction.
@@ -37,6 +38,7 @@ class Catalog:
     objects = ObjectStore
     runs = RunStore
     versions = VersionStore
+    positions = PositionStore
     control = ControlStore
 
     def __init__(self, database: Database) -> None:

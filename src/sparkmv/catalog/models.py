@@ -111,6 +111,8 @@ class TaskRunRow(Base):
     rows_deleted: Mapped[int] = mapped_column(BigInteger, default=0)
     snapshot_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     request_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    candidates: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
+    """The refresh techniques weighed (mode, eligible, estimate_bytes, chosen, reason)."""
 
 
 class ProgressRow(Base):
@@ -148,6 +150,18 @@ class VersionRow(Base):
     base_partition: Mapped[str] = mapped_column(String(1000), primary_key=True)
     version: Mapped[str] = mapped_column(String(255))
     changed_at: Mapped[float | None] = mapped_column(Float, nullable=True)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+
+
+class PositionRow(Base):
+    """The consumed position of an object per base table: the pinned base table (JSON) of
+    the last run after which the object equals its query over that input."""
+
+    __tablename__ = "smv_consumed_positions"
+
+    object_id: Mapped[int] = mapped_column(ForeignKey("smv_objects.id", ondelete="CASCADE"), primary_key=True)
+    base_table: Mapped[str] = mapped_column(String(260), primary_key=True)
+    position: Mapped[dict[str, Any]] = mapped_column(JSON)
     run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
 
 

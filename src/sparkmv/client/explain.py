@@ -3,22 +3,32 @@
 from __future__ import annotations
 
 from sparkmv.catalog import ObjectKind
+from sparkmv.errors import RefreshError
 from sparkmv.refresh.context import MvDefinition, check_request, pin_all, plan_input
+from sparkmv.refresh.incremental.candidates import Candidate, table
+from sparkmv.refresh.incremental.decide import decide
 from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sql.statements import RefreshMaterializedView
 
 
-def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
-    """The plan a refresh would run now, and a description of the partition lineage."""
+def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str, list[Candidate]]:
+    """The plan a refresh would run now (the same choice among INCREMENTAL, PCT and FULL as
+    the run makes), a description of the partition lineage, and the candidates weighed.
+    A strict INCREMENTAL refresh that would fail shows as mode ``FAILS`` with the reason."""
     with rt.catalog.read() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
     check_request(rt.catalog, rt.iceberg, stmt.name, stmt.start, stmt.end)
     mv = MvDefinition.from_row(row)
-    inp = plan_input(
-        rt, mv, pin_all(rt.catalog, rt.iceberg, mv.base_tables), RefreshRequest(stmt.force, stmt.start, stmt.end)
-    )
-    plan, lineage = plan_refresh(inp), inp.lineage
+    pinned = pin_all(rt.catalog, rt.iceberg, mv.base_tables)
+    request = RefreshRequest(stmt.force, stmt.start, stmt.end)
+    try:
+        decision = decide(rt, mv, pinned, request)
+        plan, lineage, candidates = decision.plan, decision.planner_input.lineage, decision.candidates
+    except RefreshError as exc:
+        inp = plan_input(rt, mv, pinned, request)
+        plan, lineage, candidates = Plan("FAILS", str(exc)), inp.lineage, []
+        plan.changed_base_partitions = plan_refresh(inp).changed_base_partitions
     if lineage.mappings:
         lines = [
             f"{m.base_table}: {mv.partition_by} = {m.transform.describe(m.base_column)}"
@@ -27,14 +37,17 @@ def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str]:
         text = "; ".join(lines)
     else:
         text = f"unknown ({lineage.reason})"
-    return plan, text
+    return plan, text, candidates
 
 
 def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     """Text of the plan: mode and reason, changed base partitions, MV partitions with
     their reasons, chunks."""
-    plan, lineage = plan_for(rt, stmt)
+    plan, lineage, candidates = plan_for(rt, stmt)
     out = [f"mode: {plan.mode}", f"reason: {plan.reason}", f"partition lineage: {lineage}"]
+    if candidates:
+        out.append("candidates:")
+        out.extend(table(candidates))
     out.append("changed base partitions:")
     for table, paths in sorted(plan.changed_base_partitions.items()):
         out.append(f"  {table}: {', '.join(p or '<all>' for p in paths)}")

@@ -7,6 +7,8 @@ a Spark DataFrame with a fixed schema when a query needs Spark (column names are
 
 from __future__ import annotations
 
+import json
+
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
@@ -90,6 +92,7 @@ TASK_RUNS = _schema(
     ("rows_inserted", L),
     ("rows_updated", L),
     ("rows_deleted", L),
+    ("candidates", S),
 )
 REFRESH_PROGRESS = _schema(
     ("run_id", L),
@@ -164,6 +167,7 @@ def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
             r.rows_inserted,
             r.rows_updated,
             r.rows_deleted,
+            json.dumps(r.candidates) if r.candidates else None,
         )
         for r in runs
     ]

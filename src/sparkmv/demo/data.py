@@ -124,7 +124,7 @@ GROUP BY l_shipmonth, l_shipmode
 
 SEGMENT_REVENUE = """
 SELECT o.o_ordermonth, c.c_mktsegment,
-       count(DISTINCT o.o_orderkey) AS order_count,
+       count(*) AS line_count,
        sum(l.l_extendedprice * (1 - l.l_discount)) AS revenue
 FROM orders o
 JOIN lineitem l ON l.l_orderkey = o.o_orderkey

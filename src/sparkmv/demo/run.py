@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 from rich.console import Console
@@ -79,9 +80,10 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
         for name in DEMO_MVS:
             run = client.refresh(name)
             console.print(
-                f"refresh {name}: {run.state} {run.mode} ({run.reason}), {run.partitions_done} partition(s), "
+                f"refresh {name}: {run.state} {run.mode}, {run.partitions_done} partition(s), "
                 f"{run.duration_seconds or 0:.1f} s"
             )
+            _show_candidates(run.candidates, run.reason, console)
         _show_status(client, console)
         ok = check_all(client, console) and ok
     finally:
@@ -90,6 +92,22 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
         f"\ndemo finished in {time.monotonic() - t0:.1f} s: {'[green]OK[/green]' if ok else '[red]FAILED[/red]'}"
     )
     return ok
+
+
+def _show_candidates(candidates: list[dict[str, Any]], reason: str | None, console: Console) -> None:
+    """The techniques AUTO weighed for a run: the chosen one and the rejected ones with
+    their estimates (bytes read) and reasons."""
+    if not candidates:
+        console.print(f"  ({reason})")
+        return
+    table = Table(show_edge=False, box=None, padding=(0, 2))
+    for column in ("technique", "eligible", "estimate", "chosen", "reason"):
+        table.add_column(column)
+    for c in candidates:
+        size = c["estimate_bytes"]
+        estimate = "-" if size is None else f"{size / 1024 / 1024:.2f} MiB"
+        table.add_row(c["mode"], "yes" if c["eligible"] else "no", estimate, "*" if c["chosen"] else "", c["reason"])
+    console.print(table)
 
 
 def _show_status(client: Client, console: Console) -> None:

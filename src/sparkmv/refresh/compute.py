@@ -8,8 +8,11 @@ from pathlib import Path
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkmv.analysis.query import bind_tables, filter_partitions
-from sparkmv.names import ObjectName
+from sqlglot import exp
+
+from sparkmv.analysis.incremental import analyze_incremental
+from sparkmv.analysis.query import bind_tables, filter_partitions, parse_query
+from sparkmv.names import ObjectName, is_hidden_column
 from sparkmv.refresh.context import MvDefinition
 from sparkmv.refresh.planner import Chunk
 from sparkmv.refresh.runtime import Runtime
@@ -41,8 +44,8 @@ def chunk_dataframe(
         view = f"__smv_{tag}_{i}"
         read_pinned(spark, p, restrict.get(table)).createOrReplaceTempView(view)
         views[ObjectName.parse(table, allow_reserved=True)] = view
-    sql = bind_tables(mv.query, views)
     target = arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
+    sql = bind_tables(stored_query(mv, [f.name for f in target.fields]), views)
     if chunk.partitions is not None and mv.partition_by:
         field = next(f for f in target.fields if f.name.lower() == mv.partition_by.lower())
         kind = kind_of_spark_type(field.dataType.simpleString())
@@ -57,6 +60,16 @@ def chunk_dataframe(
     df = normalize_for_iceberg(spark.sql(sql))
     by_name = {f.name.lower(): f.name for f in df.schema.fields}
     return df.select(*[F.col(f"`{by_name[f.name.lower()]}`").cast(f.dataType).alias(f.name) for f in target.fields])
+
+
+def stored_query(mv: MvDefinition, columns: list[str]) -> exp.Query:
+    """The query whose rows the MV's table stores: the defining query, or, when the table
+    has hidden state columns (:data:`sparkmv.names.HIDDEN_COLUMN_PREFIX`), the query
+    augmented with them (:func:`sparkmv.analysis.incremental.analyze_incremental`), so a FULL
+    or PCT refresh keeps the state an incremental refresh needs."""
+    if not any(is_hidden_column(c) for c in columns):
+        return mv.query
+    return parse_query(analyze_incremental(mv.query).augmented_sql)
 
 
 def compute_chunk(

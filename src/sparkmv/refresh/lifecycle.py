@@ -262,6 +262,7 @@ class RunLifecycle:
                 plan=plan.to_json(),
                 mode=plan.mode,
                 mode_reason=plan.reason,
+                candidates=plan.candidate_rows,
                 partitions_planned=plan.partitions_planned,
                 chunks_planned=len(chunks),
             )

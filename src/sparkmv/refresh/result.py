@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sparkmv.catalog.models import TaskRunRow
 
@@ -16,12 +17,14 @@ class RefreshRun:
         run_id: the run's id in ``sparkmv.task_runs``.
         name: the refreshed object.
         state: SUCCESS, SKIPPED, FAILED, CANCELLED, PENDING, MERGED, ...
-        mode: FULL, PCT or SKIP (None before planning); reason: why.
+        mode: FULL, PCT, INCREMENTAL or SKIP (None before planning); reason: why.
         partitions_planned / partitions_done: MV partitions.
         chunks_planned / chunks_done: chunks.
         rows_written: rows staged by completed chunks.
         duration_seconds: wall time from start to finish (seconds), when finished.
         error: the error text of a failed run.
+        candidates: the techniques AUTO weighed, each ``{"mode", "eligible",
+            "estimate_bytes", "chosen", "reason"}`` (empty when none were).
     """
 
     run_id: int
@@ -39,6 +42,7 @@ class RefreshRun:
     error: str | None
     started: datetime | None
     finished: datetime | None
+    candidates: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
     def from_row(cls, row: TaskRunRow) -> RefreshRun:
@@ -60,4 +64,5 @@ class RefreshRun:
             error=row.error,
             started=row.started,
             finished=row.finished,
+            candidates=list(row.candidates or []),
         )

@@ -22,7 +22,7 @@ from sparkmv.errors import (
     ObjectNotFoundError,
     SparkMvError,
 )
-from sparkmv.names import ObjectName
+from sparkmv.names import HIDDEN_COLUMN_PREFIX, ObjectName
 from sparkmv.refresh.analyze import query_schema
 from sparkmv.refresh.properties import MvProperties, validate
 from sparkmv.refresh.reload.ddl import create_refreshable_table
@@ -125,6 +125,7 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
             f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
         )
     partition_by = next((f.name for f in schema if f.name.lower() == stmt.partition_by), None)
+    schema = _with_state_columns(rt, stmt, props, query, schema)
     schema = _partition_type(rt, stmt, query, bases, schema, partition_by)
     if props.get("partition_retention_condition"):
         from sparkmv.refresh.retention import check_condition_in
@@ -150,6 +151,58 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
         rt.iceberg.drop_table(stmt.name)
         raise
     return f"created materialized view '{stmt.name}'"
+
+
+def _with_state_columns(
+    rt: Runtime, stmt: CreateMaterializedView, props: dict[str, str], query: Any, schema: pa.Schema
+) -> pa.Schema:
+    """The MV table's schema with the hidden state columns incremental refresh needs (an
+    aggregate's row count, the sum and count behind AVG, non-NULL counts behind SUM), when
+    the query can be maintained incrementally.
+
+    Raises:
+        AnalysisError: ``refresh_mode = 'INCREMENTAL'`` for a query that cannot be maintained
+            incrementally (with the reason), or an output column named like a hidden one.
+    """
+    from sparkmv.analysis.incremental import analyze_incremental
+    from sparkmv.names import is_hidden_column
+
+    hidden = [f.name for f in schema if is_hidden_column(f.name)]
+    if hidden:
+        raise AnalysisError(f"column name '{hidden[0]}' is reserved: names starting with '__smv_' are hidden state")
+    analysis = analyze_incremental(query)
+    if analysis.reason is not None:
+        if props.get("refresh_mode") == "INCREMENTAL":
+            raise AnalysisError(
+                f"materialized view '{stmt.name}' cannot use refresh_mode = 'INCREMENTAL': {analysis.reason}"
+            )
+        return schema
+    if not analysis.aggregate:
+        return schema
+    return query_schema(rt, analysis.augmented_sql)
+
+
+def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str]) -> None:
+    """Refuse ``refresh_mode = 'INCREMENTAL'`` by ALTER for an MV whose query cannot be
+    maintained incrementally, or whose table lacks the hidden state columns (created
+    before incremental refresh existed).
+
+    Raises:
+        AnalysisError: with the reason; nothing is changed.
+    """
+    if props.get("refresh_mode") != "INCREMENTAL":
+        return
+    from sparkmv.analysis.incremental import analyze_incremental
+    from sparkmv.refresh.incremental.decide import has_state_columns
+
+    with rt.catalog.read() as s:
+        definition = rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW).definition or ""
+    analysis = analyze_incremental(parse_query(definition))
+    reason = analysis.reason
+    if reason is None and analysis.aggregate and not has_state_columns(rt.iceberg, name, analysis):
+        reason = "its table has no incremental state columns (created before incremental refresh); recreate it"
+    if reason is not None:
+        raise AnalysisError(f"materialized view '{name}' cannot use refresh_mode = 'INCREMENTAL': {reason}")
 
 
 def _partition_type(
@@ -243,6 +296,7 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
     """
     if stmt.set_properties is not None:
         _check_retention(rt, stmt.name, validate(stmt.set_properties))
+        check_incremental_mode(rt, stmt.name, validate(stmt.set_properties))
     with rt.catalog.transaction() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
         if stmt.set_properties is not None:
@@ -291,15 +345,17 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
             raise AnalysisError(problem)
         new_schema = query_schema(rt, definition)
         table_schema = rt.iceberg.load(stmt.name).schema().as_arrow()
-        if [f.name.lower() for f in new_schema] != [f.name.lower() for f in table_schema]:
+        visible = [f.name.lower() for f in table_schema if not f.name.lower().startswith(HIDDEN_COLUMN_PREFIX)]
+        if [f.name.lower() for f in new_schema] != visible:
             raise AnalysisError("the query's output columns changed")
     except SparkMvError as exc:
         reason = str(exc)
     with rt.catalog.transaction() as s:
         if reason is not None:
             raise AnalysisError(f"cannot activate '{stmt.name}': {reason}")
-        # Forget the version map: the next refresh is a full one.
+        # Forget the version map and positions: the next refresh is a full one.
         rt.catalog.versions.apply(s, object_id, 0, [], [], replace_all=True)
+        rt.catalog.positions.clear(s, object_id)
         rt.catalog.objects.set_fields(
             s, object_id, is_active=True, inactive_reason=None, last_success_run_id=None, updated_at=utcnow()
         )

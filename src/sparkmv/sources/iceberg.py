@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 from pyiceberg.table import Table
+
+from sparkmv.names import is_hidden_column
 
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
 from sparkmv.storage.iceberg import IcebergStore
@@ -21,7 +24,10 @@ def pin(name: str, table: Table) -> PinnedTable:
     """Pin the current snapshot of ``table``: its files grouped by partition."""
     from sparkmv.storage.schema import arrow_to_spark, schema_to_json
 
-    schema_json = schema_to_json(arrow_to_spark(table.schema().as_arrow()))
+    arrow = table.schema().as_arrow()
+    # Hidden state columns of an MV are not part of what it holds for its readers.
+    visible = pa.schema([f for f in arrow if not is_hidden_column(f.name)])
+    schema_json = schema_to_json(arrow_to_spark(visible))
     column = IcebergStore.partition_column(table)
     snap = table.current_snapshot()
     if snap is None:

@@ -45,6 +45,12 @@ class JobPlan(Protocol):
         ...
 
     @property
+    def candidate_rows(self) -> list[dict[str, Any]] | None:
+        """The refresh techniques weighed (``sparkmv.task_runs.candidates``); None when none
+        were (every kind but an MV refresh under AUTO)."""
+        ...
+
+    @property
     def partitions_planned(self) -> int:
         """Partitions (MV) or vnodes (table) the run covers."""
         ...

@@ -9,7 +9,7 @@ with ``publish = per_chunk``); the catalog side of a finished run stores the ver
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -20,10 +20,12 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.versions import VersionEntry
 from sparkmv.errors import InactiveError, RefreshError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.context import MvDefinition, lineage_of, pin_for_refresh, plan_input
+from sparkmv.refresh.context import MvDefinition, lineage_of, pin_for_refresh
+from sparkmv.refresh.incremental.candidates import Candidate
+from sparkmv.refresh.incremental.decide import IncrementalInput, decide
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
 from sparkmv.refresh.lifecycle import ProgressCallback, RunLifecycle
-from sparkmv.refresh.planner import Plan, RefreshRequest, base_partitions_for, plan_refresh
+from sparkmv.refresh.planner import Plan, RefreshRequest, base_partitions_for
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -39,15 +41,19 @@ class MvRunPlan:
         plan: what to refresh (mode, chunks, consumed base partitions).
         pinned: qualified base table -> the input pinned for the whole run.
         mv_snapshot: the MV's Iceberg snapshot when planned; an atomic publish requires it.
+        inputs: INCREMENTAL only: base table -> consumed position and appended files.
+        candidates: the techniques AUTO weighed (empty when none were).
     """
 
     plan: Plan
     pinned: dict[str, PinnedTable]
     mv_snapshot: int | None
+    inputs: dict[str, IncrementalInput] = field(default_factory=dict)
+    candidates: list[Candidate] = field(default_factory=list)
 
     @property
     def mode(self) -> str:
-        """FULL, PCT or SKIP."""
+        """FULL, PCT, INCREMENTAL or SKIP."""
         return self.plan.mode
 
     @property
@@ -64,12 +70,20 @@ class MvRunPlan:
         """The MV partitions of each chunk (None: the whole MV)."""
         return [c.partitions for c in self.plan.chunks]  # type: ignore[misc]
 
+    @property
+    def candidate_rows(self) -> list[dict[str, Any]] | None:
+        """The candidates as stored in ``sparkmv.task_runs.candidates`` (None: none weighed)."""
+        return [c.to_json() for c in self.candidates] or None
+
     def to_json(self) -> dict[str, Any]:
-        """``{"plan", "pinned", "mv_snapshot"}`` (the layout runs have always stored)."""
+        """``{"plan", "pinned", "mv_snapshot", "inputs", "candidates"}`` (runs stored before
+        incremental refresh have the first three)."""
         return {
             "plan": self.plan.to_json(),
             "pinned": {t: p.to_json() for t, p in self.pinned.items()},
             "mv_snapshot": self.mv_snapshot,
+            "inputs": {t: i.to_json() for t, i in self.inputs.items()},
+            "candidates": [c.to_json() for c in self.candidates],
         }
 
     @classmethod
@@ -82,7 +96,9 @@ class MvRunPlan:
         if "plan" not in data:
             raise RefreshError("the run has no stored plan to resume")
         pinned = {t: PinnedTable.from_json(p) for t, p in data.get("pinned", {}).items()}
-        return cls(Plan.from_json(data["plan"]), pinned, data.get("mv_snapshot"))
+        inputs = {t: IncrementalInput.from_json(i) for t, i in (data.get("inputs") or {}).items()}
+        candidates = [Candidate.from_json(c) for c in data.get("candidates") or []]
+        return cls(Plan.from_json(data["plan"]), pinned, data.get("mv_snapshot"), inputs, candidates)
 
 
 class MvRefreshJob(Job[MvRunPlan]):
@@ -130,11 +146,12 @@ class MvRefreshJob(Job[MvRunPlan]):
         """Pin the base tables and plan FULL / PCT / SKIP."""
         mv, catalog = self.mv, self.rt.catalog
         pinned = pin_for_refresh(catalog, self.rt.iceberg, mv)
-        inp = plan_input(self.rt, mv, pinned, ctx.request)
-        self.lineage = inp.lineage
-        plan = plan_refresh(inp)
+        decision = decide(self.rt, mv, pinned, ctx.request)
+        self.lineage = decision.planner_input.lineage
+        plan = decision.plan
         log.info("run %s of %s: %d chunks", ctx.run_id, mv.name, len(plan.chunks))
-        self.plan = MvRunPlan(plan, pinned, inp.mv_snapshot_id)
+        snapshot = decision.planner_input.mv_snapshot_id
+        self.plan = MvRunPlan(plan, pinned, snapshot, decision.inputs, decision.candidates)
         return self.plan
 
     def plan_from_json(self, data: dict[str, Any]) -> MvRunPlan:
@@ -148,6 +165,14 @@ class MvRefreshJob(Job[MvRunPlan]):
         from sparkmv.refresh.compute import compute_chunk
 
         [root] = self.staging_roots(ctx.run_id)
+        if self.plan.mode == "INCREMENTAL":
+            from sparkmv.refresh.jobs.incremental import compute_incremental
+
+            [chunk_id] = chunk_ids
+            outcome = compute_incremental(
+                self.rt, self.mv, self.plan.pinned, self.plan.inputs, self.plan.mv_snapshot, root / attempt_name
+            )
+            return {chunk_id: outcome}
         out: dict[int, ChunkOutcome] = {}
         for chunk_id in chunk_ids:
             chunk = self.plan.plan.chunks[chunk_id]
@@ -187,6 +212,14 @@ class MvRefreshJob(Job[MvRunPlan]):
                 log.info("run %s: commit already landed (snapshot %s); completing the catalog", ctx.run_id, snapshot_id)
                 return snapshot_id
             log.info("run %s: publishing again during recovery", ctx.run_id)
+        if self.plan.mode == "INCREMENTAL":
+            from sparkmv.refresh.jobs.incremental import publish_incremental
+
+            [record] = chunks
+            files, detail = record.files, record.outcome or {}
+            return publish_incremental(
+                self.rt, ctx.run_id, self.mv, files, detail, self.plan.mv_snapshot, self.plan.pinned
+            )
         return publish_run(self.rt, ctx.run_id, self.mv, self.plan.plan, self.plan.mv_snapshot)
 
     def finish_fields(self, s: Session, run_id: int, chunks: list[ChunkRecord]) -> dict[str, Any]:
@@ -194,7 +227,21 @@ class MvRefreshJob(Job[MvRunPlan]):
         catalog = self.rt.catalog
         upserts, removals, replace_all = _version_updates(self.plan.plan, self.plan.pinned, s, catalog, self.object_id)
         catalog.versions.apply(s, self.object_id, run_id, upserts, removals, replace_all)
+        _record_positions(s, catalog, self.object_id, run_id, self.plan.pinned)
         return {"partitions_done": len(self.plan.plan.partitions)}
+
+
+def _record_positions(s: Session, catalog: Any, object_id: int, run_id: int, pinned: dict[str, PinnedTable]) -> None:
+    """Store the run's pinned input as the MV's consumed positions when the MV now equals
+    its query over that input: every pinned partition's version is in the version map (an
+    INCREMENTAL or complete FULL/PCT run). Otherwise (a range, a partition limit, excluded
+    tables) forget the positions: the next run cannot be incremental until one covers all."""
+    versions = catalog.versions.load(s, object_id)
+    current = {(t, path): v for t, p in pinned.items() for path, v in p.versions().items()}
+    if {k: e.version for k, e in versions.items() if k[0] in pinned} == current:
+        catalog.positions.replace(s, object_id, run_id, {t: p.to_json() for t, p in pinned.items()})
+    else:
+        catalog.positions.clear(s, object_id)
 
 
 def _version_updates(
@@ -206,7 +253,7 @@ def _version_updates(
         p = pinned[table].partitions[path]
         return VersionEntry(table, path, p.version, p.changed_at)
 
-    if plan.mode == "FULL" and all(v == ["*"] for v in plan.consumed.values()):
+    if plan.mode in ("FULL", "INCREMENTAL") and all(v == ["*"] for v in plan.consumed.values()):
         return [entry(t, path) for t, p in pinned.items() for path in p.partitions], [], True
     existing = catalog.versions.load(s, object_id)
     upserts: list[VersionEntry] = []

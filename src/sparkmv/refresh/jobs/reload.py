@@ -112,6 +112,11 @@ class ReloadPlan:
         return "reload of the JDBC query"
 
     @property
+    def candidate_rows(self) -> None:
+        """A reload weighs no techniques."""
+        return None
+
+    @property
     def partitions_planned(self) -> int:
         """Vnodes."""
         return self.vnode_count

@@ -1,0 +1,223 @@
+"""AUTO: choosing the refresh technique of one run (INCREMENTAL, PCT or FULL), and the
+input of an incremental refresh.
+
+Used by the MV job when it plans and by ``EXPLAIN REFRESH`` alike, so both show the same
+candidates. ``refresh_mode = 'INCREMENTAL'`` is strict, as StarRocks' incremental mode:
+after the first build, a change that cannot be applied incrementally fails the run with the
+reason and leaves the MV unchanged (``REFRESH ... FORCE`` rebuilds it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
+from sparkmv.errors import RefreshError
+from sparkmv.names import ObjectName
+from sparkmv.refresh.chunking import Chunk, base_partitions_for
+from sparkmv.refresh.context import MvDefinition, plan_input
+from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
+from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources.changes import BaseChange, base_change
+from sparkmv.sources.pinned import PinnedTable
+from sparkmv.storage.iceberg import IcebergStore
+
+
+@dataclass(frozen=True)
+class IncrementalInput:
+    """What an incremental run reads of one base table besides its pinned input.
+
+    Attributes:
+        old: the consumed position (the contents the MV was last computed from).
+        delta: only the files appended since ``old`` (None: the table did not change).
+    """
+
+    old: PinnedTable
+    delta: PinnedTable | None
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form (stored in the run's plan)."""
+        return {"old": self.old.to_json(), "delta": None if self.delta is None else self.delta.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> IncrementalInput:
+        """Inverse of :meth:`to_json`."""
+        delta = data.get("delta")
+        return cls(PinnedTable.from_json(data["old"]), None if delta is None else PinnedTable.from_json(delta))
+
+
+@dataclass(frozen=True)
+class Decision:
+    """The technique of one run.
+
+    Attributes:
+        plan: the plan run (FULL / PCT / SKIP from the planner, or INCREMENTAL: one chunk).
+        inputs: qualified base table -> incremental input (INCREMENTAL only, else empty).
+        candidates: the techniques weighed (empty when nothing was weighed: SKIP, the
+            first build, or ``refresh_mode`` FULL / PCT).
+        planner_input: what the planner read (partition lineage, MV snapshot).
+    """
+
+    plan: Plan
+    inputs: dict[str, IncrementalInput]
+    candidates: list[Candidate]
+    planner_input: PlanInput
+
+
+def decide(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], request: RefreshRequest) -> Decision:
+    """Plan one refresh of ``mv`` over ``pinned``: weigh INCREMENTAL, PCT and FULL when
+    ``refresh_mode`` is AUTO or INCREMENTAL and the MV has been refreshed before.
+
+    Raises:
+        RefreshError: ``refresh_mode = 'INCREMENTAL'`` and the change cannot be applied
+            incrementally (the reason names the base table and snapshot or file).
+    """
+    inp = plan_input(rt, mv, pinned, request)
+    base = plan_refresh(inp)
+    mode = mv.properties.refresh_mode
+    if mode not in ("AUTO", "INCREMENTAL") or base.mode == "SKIP" or not inp.refreshed_before:
+        return Decision(base, {}, [], inp)
+    if mode == "INCREMENTAL" and request.force:
+        return Decision(_forced_full(inp, "FORCE: the strict INCREMENTAL MV is rebuilt"), {}, [], inp)
+    incremental, inputs = incremental_candidate(rt, mv, inp)
+    if mode == "INCREMENTAL":
+        if not incremental.eligible:
+            raise RefreshError(
+                f"incremental refresh of MV '{mv.name}' is impossible: {incremental.reason}; the MV is unchanged "
+                "(refresh_mode = 'INCREMENTAL' is strict: REFRESH ... FORCE rebuilds it)"
+            )
+        chosen = [replace(incremental, chosen=True)]
+        return Decision(_incremental_plan(inp, f"refresh_mode = INCREMENTAL: {incremental.reason}"), inputs, chosen, inp)
+    candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp)])
+    winner = next((c for c in candidates if c.chosen), None)
+    why = describe(candidates)
+    if winner is not None and winner.mode == "INCREMENTAL":
+        return Decision(_incremental_plan(inp, why), inputs, candidates, inp)
+    plan = base if winner is None or winner.mode == base.mode else _forced_full(inp, why)
+    return Decision(replace(plan, reason=why), {}, candidates, inp)
+
+
+def _forced_full(inp: PlanInput, reason: str) -> Plan:
+    props = replace(inp.properties, refresh_mode="FULL")
+    return replace(plan_refresh(replace(inp, properties=props)), reason=reason)
+
+
+def _incremental_plan(inp: PlanInput, reason: str) -> Plan:
+    size = sum(p.bytes for t in inp.pinned.values() for p in t.partitions.values())
+    return Plan(
+        "INCREMENTAL",
+        reason,
+        chunks=[Chunk(None, size, 0)],
+        partition_reasons={"<all>": reason},
+        consumed={t: ["*"] for t in inp.pinned},
+    )
+
+
+def _bytes(pinned: PinnedTable) -> int:
+    return sum(p.bytes for p in pinned.partitions.values())
+
+
+def _full_candidate(inp: PlanInput) -> Candidate:
+    return Candidate("FULL", True, sum(_bytes(p) for p in inp.pinned.values()), "recomputes every partition")
+
+
+def _pct_candidate(base: Plan, inp: PlanInput) -> Candidate:
+    if base.mode != "PCT":
+        return Candidate("PCT", False, None, base.reason)
+    total = 0
+    for chunk in base.chunks:
+        restrict = base_partitions_for(chunk, inp.lineage, inp.pinned)
+        for table, pinned in inp.pinned.items():
+            paths = restrict.get(table)
+            total += sum(p.bytes for k, p in pinned.partitions.items() if paths is None or k in paths)
+    return Candidate("PCT", True, total, f"recomputes {len(base.partitions)} changed partitions")
+
+
+def incremental_candidate(rt: Runtime, mv: MvDefinition, inp: PlanInput) -> tuple[Candidate, dict[str, IncrementalInput]]:
+    """INCREMENTAL as a candidate of this run, with what it would read when eligible."""
+    analysis = analyze_incremental(mv.query)
+    problem = _static_problem(rt, mv, inp, analysis)
+    if problem is not None:
+        return Candidate("INCREMENTAL", False, None, problem), {}
+    with rt.catalog.read() as s:
+        positions = rt.catalog.positions.load(s, mv.object_id)
+    changes: dict[str, BaseChange] = {}
+    for table, new in sorted(inp.pinned.items()):
+        if table not in positions:
+            why = f"no consumed position of base table '{table}' (the last refresh did not cover every change)"
+            return Candidate("INCREMENTAL", False, None, why), {}
+        iceberg = rt.iceberg.load(ObjectName.parse(table, allow_reserved=True)) if new.kind == "iceberg" else None
+        change = base_change(PinnedTable.from_json(positions[table]), new, iceberg)
+        if change.kind == "not_append_only":
+            return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed"), {}
+        changes[table] = change
+    inputs = {
+        t: IncrementalInput(c.old if c.kind == "append" else inp.pinned[t], c.delta if c.kind == "append" else None)
+        for t, c in changes.items()
+    }
+    return _estimate(rt, mv, inp, analysis, changes), inputs
+
+
+def _static_problem(rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis) -> str | None:
+    """Why INCREMENTAL cannot serve this run, before looking at the change; or None."""
+    if analysis.reason is not None:
+        return analysis.reason
+    if analysis.aggregate and not has_state_columns(rt.iceberg, mv.name, analysis):
+        return f"MV '{mv.name}' has no incremental state columns (it was created before incremental refresh)"
+    if inp.request.start is not None or inp.request.end is not None:
+        return "a PARTITION START/END range refreshes whole partitions"
+    if inp.request.force or mv.properties.partition_refresh_strategy == "FORCE":
+        return "FORCE recomputes partitions"
+    if mv.properties.partition_ttl is not None:
+        return "partition_ttl drops partitions, which PCT does"
+    if mv.properties.excluded_refresh_tables:
+        return "excluded_refresh_tables leaves changes unapplied, which PCT tracks"
+    return None
+
+
+def has_state_columns(store: IcebergStore, name: ObjectName, analysis: IvmAnalysis) -> bool:
+    """True when the MV's Iceberg table holds every hidden state column ``analysis`` needs."""
+    names = {f.name.lower() for f in store.load(name).schema().fields}
+    return all(c.lower() in names for c in analysis.state_columns)
+
+
+def _estimate(
+    rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis, changes: dict[str, BaseChange]
+) -> Candidate:
+    """The INCREMENTAL candidate's estimate and the change-ratio cap (see module
+    :mod:`sparkmv.refresh.incremental.candidates`)."""
+    changed = {t: c for t, c in changes.items() if c.kind == "append"}
+    appended = sum(c.delta_bytes for c in changed.values())
+    joined = sum(_bytes(inp.pinned[o]) for t in changed for o in inp.pinned if o != t)
+    rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
+    total = appended + joined + rewritten
+    parts = [f"{size_text(appended)} appended to {', '.join(sorted(changed)) or 'no base table'}"]
+    if joined:
+        parts.append(f"joins {size_text(joined)}")
+    if rewritten:
+        parts.append(f"rewrites ~{size_text(rewritten)} of the MV")
+    compactions = sum(c.compactions for c in changes.values())
+    if compactions:
+        parts.append(f"{compactions} compaction snapshot(s) skipped")
+    base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
+    ratio = appended / base_bytes
+    limit = mv.properties.incremental_max_change_ratio
+    if changed and ratio > limit and mv.properties.refresh_mode == "AUTO":
+        why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g}"
+        return Candidate("INCREMENTAL", False, total, why)
+    return Candidate("INCREMENTAL", True, total, "; ".join(parts))
+
+
+def _rewritten_bytes(rt: Runtime, mv: MvDefinition, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:
+    """Bytes of the MV the merge rewrites: none for an append-only projection; the whole
+    MV when unpartitioned; else about one MV partition per appended file."""
+    if not analysis.aggregate:
+        return 0
+    parts = IcebergStore.partitions(rt.iceberg.load(mv.name))
+    total = sum(p.size_bytes for p in parts)
+    if mv.partition_by is None or not parts:
+        return total
+    files = sum(len(p.files) for c in changed.values() if c.delta is not None for p in c.delta.partitions.values())
+    return min(total, max(1, files) * total // len(parts))

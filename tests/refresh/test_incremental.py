@@ -1,0 +1,225 @@
+"""Incremental refresh through the lifecycle: the technique chosen and why, the fallbacks
+of a change that is not append-only, strict INCREMENTAL failing with the MV unchanged,
+hidden state columns, and crashes during an INCREMENTAL run applied exactly once.
+
+Contents are compared with the query recomputed by Spark over the current files; the
+randomized comparison with DuckDB is ``tests/differential/test_incremental.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkmv.errors import AnalysisError, RefreshFailedError
+from sparkmv.names import ObjectName
+from sparkmv.refresh.faults import FaultInjector
+from tests.helpers import assert_mv_matches, rows_of, write_partition
+from tests.refresh.procs import object_row, wait_lease_expired
+from tests.refresh.test_fault_inprocess import CrashAt, SimulatedCrash
+
+pytestmark = [pytest.mark.spark]
+
+AGG = "SELECT p, k, sum(v) AS total, count(*) AS n, avg(v) AS mean, min(v) AS lo, max(v) AS hi FROM facts GROUP BY p, k"
+
+
+def _facts(root: Path, p: str, rows: list[tuple[str | None, int | None]], file: str) -> Path:
+    return write_partition(root, "p", p, {"k": [r[0] for r in rows], "v": [r[1] for r in rows]}, file)
+
+
+def _setup(make_client: Any, tmp_path: Path, mode: str = "AUTO", query: str = AGG, part: str = "p") -> Any:
+    data = tmp_path / "facts"
+    _facts(data, "a", [("x", 1), ("y", None), (None, 3)], "f0.parquet")
+    _facts(data, "b", [("x", 10)], "f0.parquet")
+    client = make_client(tmp_path / "home")
+    client.sql(f"CREATE EXTERNAL TABLE facts USING parquet LOCATION '{data}'")
+    partition = f" PARTITION BY {part}" if part else ""
+    client.sql(
+        f"CREATE MATERIALIZED VIEW mv{partition} REFRESH DEFERRED PROPERTIES ('refresh_mode' = '{mode}') AS {query}"
+    )
+    first = client.refresh("mv")
+    assert (first.state, first.mode) == ("SUCCESS", "FULL"), first
+    return client
+
+
+def _snapshot(client: Any) -> int:
+    return int(client.runtime.iceberg.load(ObjectName.parse("mv")).current_snapshot().snapshot_id)
+
+
+def test_an_append_is_applied_incrementally_to_the_affected_partition_only(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path)
+    _facts(tmp_path / "facts", "a", [("x", 5), ("z", 7), (None, None)], "f1.parquet")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert [c["mode"] for c in run.candidates] == ["INCREMENTAL", "PCT", "FULL"]
+    assert [c["chosen"] for c in run.candidates] == [True, False, False]
+    assert run.reason.startswith("INCREMENTAL: cheapest"), run.reason
+    assert_mv_matches(client, "mv", AGG)
+    table = client.runtime.iceberg.load(ObjectName.parse("mv"))
+    summary = table.current_snapshot().summary
+    assert summary["sparkmv.run-id"] == str(run.run_id)
+    assert summary["changed-partition-count"] == "1", "only partition p=a is rewritten"
+    again = client.refresh("mv")
+    assert again.state == "SKIPPED"
+
+
+def test_hidden_state_columns_are_not_visible(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path)
+    visible = ["p", "k", "total", "n", "mean", "lo", "hi"]
+    assert client.table("mv").columns == visible
+    assert client.sql("SELECT * FROM mv").columns == visible
+    described = [r[0] for r in client.sql("DESCRIBE mv").collect()]
+    assert not any(c.startswith("__smv_") for c in described), described
+    stored = [f.name for f in client.runtime.iceberg.load(ObjectName.parse("mv")).schema().fields]
+    assert stored == [*visible, "__smv_count", "__smv_nn_2", "__smv_sum_4", "__smv_nn_4"]
+
+
+def test_a_removed_file_makes_auto_fall_back_with_the_reason(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path)
+    (tmp_path / "facts" / "p=b" / "f0.parquet").unlink()
+    _facts(tmp_path / "facts", "b", [("x", 4)], "f1.parquet")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "PCT"), run
+    incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
+    assert not incremental["eligible"]
+    assert "file 'f0.parquet' of base table 'default.facts' partition p=b was removed" in incremental["reason"]
+    assert_mv_matches(client, "mv", AGG)
+    # The positions advanced: the next append is incremental again.
+    _facts(tmp_path / "facts", "b", [("w", 2)], "f2.parquet")
+    assert client.refresh("mv").mode == "INCREMENTAL"
+    assert_mv_matches(client, "mv", AGG)
+
+
+def test_strict_incremental_fails_on_a_rewrite_and_leaves_the_mv_unchanged(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path, mode="INCREMENTAL")
+    before, snapshot = rows_of(client.table("mv")), _snapshot(client)
+    _facts(tmp_path / "facts", "a", [("x", 100)], "f0.parquet")  # rewritten in place
+    with pytest.raises(RefreshFailedError) as failed:
+        client.refresh("mv")
+    message = str(failed.value)
+    assert "incremental refresh of MV 'mv' is impossible" in message
+    assert "file 'f0.parquet' of base table 'default.facts' partition p=a was modified" in message
+    assert rows_of(client.table("mv")) == before and _snapshot(client) == snapshot
+    rebuilt = client.sql("REFRESH MATERIALIZED VIEW mv FORCE")
+    assert rebuilt is None or True
+    assert_mv_matches(client, "mv", AGG)
+
+
+def test_strict_incremental_refuses_a_query_it_cannot_maintain(make_client: Any, tmp_path: Path) -> None:
+    data = tmp_path / "facts"
+    _facts(data, "a", [("x", 1)], "f0.parquet")
+    client = make_client(tmp_path / "home")
+    client.sql(f"CREATE EXTERNAL TABLE facts USING parquet LOCATION '{data}'")
+    with pytest.raises(AnalysisError) as refused:
+        client.sql(
+            "CREATE MATERIALIZED VIEW mv REFRESH DEFERRED PROPERTIES ('refresh_mode' = 'INCREMENTAL') "
+            "AS SELECT p, count(DISTINCT k) AS ks FROM facts GROUP BY p"
+        )
+    assert str(refused.value).startswith(
+        "materialized view 'default.mv' cannot use refresh_mode = 'INCREMENTAL': "
+        "count(DISTINCT k) is not incrementally maintainable"
+    ), str(refused.value)
+    assert not client.runtime.iceberg.exists(ObjectName.parse("mv"))
+    assert client.sql("SHOW MATERIALIZED VIEWS").count() == 0
+
+
+def test_explain_shows_the_candidates_and_why_incremental_is_not_eligible(make_client: Any, tmp_path: Path) -> None:
+    query = "SELECT p, count(DISTINCT k) AS ks FROM facts GROUP BY p"
+    client = _setup(make_client, tmp_path, query=query)
+    _facts(tmp_path / "facts", "a", [("q", 1)], "f1.parquet")
+    text = client.sql("EXPLAIN REFRESH MATERIALIZED VIEW mv").collect()[0][0]
+    assert "candidates:" in text, text
+    line = next(x for x in text.splitlines() if x.strip().startswith("INCREMENTAL"))
+    assert "count(DISTINCT k) is not incrementally maintainable" in line, text
+
+
+def test_crash_after_publish_before_the_catalog_update_applies_the_delta_once(
+    make_client: Any, tmp_path: Path
+) -> None:
+    client = _setup(make_client, tmp_path)
+    _facts(tmp_path / "facts", "a", [("x", 5)], "f1.parquet")
+    client.runtime.faults = CrashAt("after_publish")
+    with pytest.raises(SimulatedCrash):
+        client.refresh("mv")
+    published = _snapshot(client)
+    client.runtime.faults = FaultInjector()
+    wait_lease_expired(client)
+    outcome = client.recover()[0]
+    assert outcome.run is not None and (outcome.run.state, outcome.run.mode) == ("SUCCESS", "INCREMENTAL")
+    assert _snapshot(client) == published, "recovery found the commit and did not publish again"
+    assert_mv_matches(client, "mv", AGG)
+    assert client.refresh("mv").state == "SKIPPED", "the consumed positions advanced with the run"
+
+
+def test_crash_after_the_chunk_is_staged_resumes_and_applies_the_delta_once(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path)
+    _facts(tmp_path / "facts", "c", [("x", 5), ("y", 6)], "f1.parquet")
+    client.runtime.faults = CrashAt("after_progress_recorded", 0)
+    with pytest.raises(SimulatedCrash):
+        client.refresh("mv")
+    assert object_row(client).state != "IDLE"
+    client.runtime.faults = FaultInjector()
+    wait_lease_expired(client)
+    outcome = client.recover()[0]
+    assert outcome.run is not None and (outcome.run.state, outcome.run.mode) == ("SUCCESS", "INCREMENTAL")
+    assert_mv_matches(client, "mv", AGG)
+
+
+def _iceberg_facts(client: Any) -> Any:
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    client.runtime.iceberg.create_table(ObjectName.parse("ice"), schema, None)
+    table = client.runtime.iceberg.load(ObjectName.parse("ice"))
+    table.append(pa.table({"k": ["x", "y", None], "v": [1, 2, 3]}, schema=schema))
+    return schema
+
+
+ICE = "SELECT k, sum(v) AS total, count(*) AS n FROM ice GROUP BY k"
+
+
+def _iceberg_setup(make_client: Any, tmp_path: Path, mode: str = "AUTO") -> tuple[Any, pa.Schema]:
+    client = make_client(tmp_path / "home")
+    schema = _iceberg_facts(client)
+    client.sql(f"CREATE MATERIALIZED VIEW mv REFRESH DEFERRED PROPERTIES ('refresh_mode' = '{mode}') AS {ICE}")
+    assert client.refresh("mv").mode == "FULL"
+    return client, schema
+
+
+def _ice(client: Any) -> Any:
+    return client.runtime.iceberg.load(ObjectName.parse("ice"))
+
+
+def test_iceberg_appends_are_incremental_and_an_overwrite_falls_back(make_client: Any, tmp_path: Path) -> None:
+    client, schema = _iceberg_setup(make_client, tmp_path)
+    _ice(client).append(pa.table({"k": ["x", "w"], "v": [5, 6]}, schema=schema))
+    _ice(client).append(pa.table({"k": [None], "v": [None]}, schema=schema))
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert_mv_matches(client, "mv", ICE)
+    _ice(client).overwrite(pa.table({"k": ["x"], "v": [9]}, schema=schema))
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "FULL"), run
+    reason = next(c["reason"] for c in run.candidates if c["mode"] == "INCREMENTAL")
+    assert "base table 'default.ice'" in reason and "overwrite" in reason, reason
+    assert_mv_matches(client, "mv", ICE)
+
+
+def test_strict_incremental_fails_on_an_iceberg_delete(make_client: Any, tmp_path: Path) -> None:
+    client, _schema = _iceberg_setup(make_client, tmp_path, mode="INCREMENTAL")
+    before, snapshot = rows_of(client.table("mv")), _snapshot(client)
+    _ice(client).delete("v = 1")
+    with pytest.raises(RefreshFailedError) as failed:
+        client.refresh("mv")
+    assert "base table 'default.ice'" in str(failed.value), str(failed.value)
+    assert rows_of(client.table("mv")) == before and _snapshot(client) == snapshot
+
+
+def test_alter_to_incremental_refuses_a_query_it_cannot_maintain(make_client: Any, tmp_path: Path) -> None:
+    client = _setup(make_client, tmp_path, query="SELECT p, k, v FROM facts ORDER BY v LIMIT 2", part="")
+    with pytest.raises(AnalysisError) as refused:
+        client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'INCREMENTAL')")
+    assert "cannot use refresh_mode = 'INCREMENTAL': LIMIT 2 is not incrementally maintainable" in str(refused.value)
+    row = object_row(client)
+    assert (row.properties or {}).get("refresh_mode") == "AUTO"
