@@ -6,6 +6,7 @@ partition metadata), as StarRocks tracks Iceberg base tables.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from pyiceberg.table import Table
 from sparkmv.names import is_hidden_column
 
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
-from sparkmv.storage.iceberg import IcebergStore
+from sparkmv.storage.iceberg import DataFile, IcebergStore
 
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Spark
     from pyspark.sql import DataFrame, SparkSession
@@ -33,15 +34,12 @@ def pin(name: str, table: Table) -> PinnedTable:
     if snap is None:
         return PinnedTable(name, "iceberg", schema_json, [column] if column else [], {}, snapshot_id=None)
     infos = {p.value: p for p in IcebergStore.partitions(table)}
-    files: dict[str, list[str]] = {}
-    for f in IcebergStore.data_files(table):
-        key = partition_path(column, f.partition) if column else UNPARTITIONED
-        files.setdefault(key, []).append(f.path)
+    files = group_files(column, IcebergStore.data_files(table))
     partitions: dict[str, PinnedPartition] = {}
     for value, info in infos.items():
-        key = partition_path(column, value) if column else UNPARTITIONED
+        key = partition_key(column, value)
         partitions[key] = PinnedPartition(
-            files=sorted(files.get(key, [])),
+            files=sorted(f.path for f in files.get(key, [])),
             version=str(info.last_updated_snapshot_id),
             changed_at=info.last_updated_at,
             bytes=info.size_bytes,
@@ -50,6 +48,24 @@ def pin(name: str, table: Table) -> PinnedTable:
     return PinnedTable(
         name, "iceberg", schema_json, [column] if column else [], partitions, snapshot_id=snap.snapshot_id
     )
+
+
+def partition_key(column: str | None, value: str | None) -> str:
+    """The partition path of an identity partition value of ``column`` (``""`` when the
+    table is unpartitioned).
+
+    >>> partition_key("d", "2024-01-01"), partition_key("d", None), partition_key(None, None)
+    ('d=2024-01-01', 'd=__HIVE_DEFAULT_PARTITION__', '')
+    """
+    return partition_path(column, value) if column else UNPARTITIONED
+
+
+def group_files(column: str | None, files: Iterable[DataFile]) -> dict[str, list[DataFile]]:
+    """Data files by partition path (:func:`partition_key`), in the order given."""
+    out: dict[str, list[DataFile]] = {}
+    for f in files:
+        out.setdefault(partition_key(column, f.partition), []).append(f)
+    return out
 
 
 def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:

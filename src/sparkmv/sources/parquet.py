@@ -145,6 +145,7 @@ def pin(name: str, location: str, schema_json: str, partition_columns: list[str]
             version=f"n={len(files)};b={total};m={newest};h={names_hash}",
             changed_at=newest / 1e9,
             bytes=total,
+            file_stats=[[f[1], f[2]] for f in files],
         )
     return PinnedTable(name, "parquet", schema_json, list(partition_columns), partitions, location=location)
 

@@ -42,6 +42,9 @@ class PinnedPartition:
             hash>``; Iceberg: the last-updated snapshot id).
         changed_at: epoch seconds of the newest change, if known.
         bytes: total size in bytes; rows: row count when known (Iceberg), else None.
+        file_stats: Parquet only: per file of ``files``, aligned, ``[size_bytes, mtime_ns]``
+            (what the change log of :mod:`sparkmv.sources.changes` compares); None for
+            Iceberg and for positions pinned before the listing was kept.
     """
 
     files: list[str]
@@ -49,6 +52,7 @@ class PinnedPartition:
     changed_at: float | None = None
     bytes: int = 0
     rows: int | None = None
+    file_stats: list[list[int]] | None = None
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ recovery finds out whether a run's commit landed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,7 +20,7 @@ import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, NoSuchTableError
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression, EqualTo, IsNull, Or
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
 from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
@@ -170,11 +171,20 @@ class IcebergStore:
         """
         if table.current_snapshot() is None:
             return []
-        scan = table.scan(snapshot_id=snapshot_id)
+        return IcebergStore.task_files(table, table.scan(snapshot_id=snapshot_id).plan_files())
+
+    @staticmethod
+    def task_files(table: Table, tasks: Iterable[FileScanTask]) -> list[DataFile]:
+        """The data files of planned scan tasks (of a snapshot scan or an incremental append
+        scan), their identity partition values as text of the current spec.
+
+        Raises:
+            StorageError: when a task has delete files (not readable as plain Parquet).
+        """
         files: list[DataFile] = []
         ptype = table.spec().partition_type(table.schema())
         field_type = ptype.fields[0].field_type if ptype.fields else None
-        for task in scan.plan_files():
+        for task in tasks:
             if task.delete_files:
                 raise StorageError(f"table {table.name()} has delete files; sparkmv reads only data files")
             part = task.file.partition

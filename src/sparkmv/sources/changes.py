@@ -1,0 +1,301 @@
+"""The change log of a base table: what changed between the position a materialized view
+consumed and the pinned input of a run (DESIGN.md, "change log").
+
+A position is the :class:`~sparkmv.sources.pinned.PinnedTable` of a run. The change is
+``unchanged``, ``append`` (only rows were added: the delta is the added files) or
+``not_append_only`` (anything else, with the reason naming the base table and the snapshot or
+file that broke it), which an incremental refresh cannot apply.
+
+- Iceberg: the snapshots after the consumed one, walked from the current snapshot back through
+  parent ids. ``append`` snapshots add files; ``replace`` (compaction) carries no logical
+  change and is skipped; ``overwrite`` / ``delete``, a consumed snapshot that is not an
+  ancestor (rollback, branch) or whose history was expired are not append-only. The added
+  files are pyiceberg's incremental append scan: files added by the ``append`` snapshots of
+  the range, never a compaction's output (an appended file later compacted away is still
+  listed: its snapshot is live, as the walk checked, and its rows are the appended ones).
+- Parquet: per partition, the consumed files must all still be listed with the same size and
+  modification time (:attr:`PinnedPartition.file_stats`); the files beyond them, and new
+  partitions, are the delta.
+
+Plain Python and pyiceberg (no Spark).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation, Snapshot
+
+from sparkmv.sources.iceberg import group_files
+from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable
+from sparkmv.storage.iceberg import IcebergStore
+
+UNCHANGED = "unchanged"
+APPEND = "append"
+NOT_APPEND_ONLY = "not_append_only"
+
+
+@dataclass(frozen=True)
+class BaseChange:
+    """The change of one base table between a consumed position and the pinned input of a run.
+
+    Attributes:
+        table: qualified base table name.
+        kind: ``unchanged``, ``append`` or ``not_append_only``.
+        reason: for ``not_append_only``: why, naming the base table and the snapshot id or
+            file; None otherwise.
+        old: the consumed position (readable: its snapshot or files still exist when the
+            kind is ``append`` or ``unchanged``).
+        delta: for ``append``: the current position restricted to the added files (same
+            name, kind, schema, partition columns, location and snapshot id; only the
+            partitions holding added files, each with their files' bytes and, for Iceberg,
+            rows). None otherwise.
+        delta_bytes: bytes of the added files.
+        delta_rows: rows of the added files (Iceberg record counts); None for Parquet.
+        compactions: ``replace`` snapshots skipped in the range (Iceberg).
+    """
+
+    table: str
+    kind: str
+    reason: str | None
+    old: PinnedTable
+    delta: PinnedTable | None
+    delta_bytes: int = 0
+    delta_rows: int | None = None
+    compactions: int = 0
+
+
+def base_change(consumed: PinnedTable, current: PinnedTable, table: Table | None) -> BaseChange:
+    """The change of a base table from ``consumed`` (the position the MV last consumed) to
+    ``current`` (the run's pinned input).
+
+    Args:
+        consumed: the PinnedTable of the MV's last successful run for this base table.
+        current: the PinnedTable this run pinned.
+        table: the loaded Iceberg table for kind ``iceberg`` (its metadata must hold
+            ``current.snapshot_id``); None for ``parquet``.
+
+    Returns:
+        The change; ``not_append_only`` when the schema, partition columns or kind differ, or
+        for the per-kind rules of the module docstring.
+
+    Raises:
+        ValueError: ``table`` is None for an Iceberg base table (a caller bug).
+    """
+    reason = _shape_reason(consumed, current)
+    if reason is not None:
+        return _not_append_only(consumed, reason)
+    if current.kind == "parquet":
+        return _parquet_change(consumed, current)
+    if table is None:
+        raise ValueError(f"base table '{current.name}' is an Iceberg table: its loaded table is needed")
+    return _iceberg_change(consumed, current, table)
+
+
+def delta_bytes_total(changes: Iterable[BaseChange]) -> int:
+    """Bytes added over all base tables (what an incremental refresh reads of the deltas).
+
+    >>> old = PinnedTable("t", "parquet", "{}", [])
+    >>> delta_bytes_total([BaseChange("t", APPEND, None, old, old, 10), BaseChange("u", UNCHANGED, None, old, None)])
+    10
+    """
+    return sum(c.delta_bytes for c in changes)
+
+
+def _position(pinned: PinnedTable) -> str:
+    if pinned.kind == "iceberg" and pinned.snapshot_id is not None:
+        return f"snapshot {pinned.snapshot_id}"
+    return "it was consumed"
+
+
+def _shape_reason(consumed: PinnedTable, current: PinnedTable) -> str | None:
+    name = current.name
+    if consumed.kind != current.kind:
+        return f"base table '{name}' changed from {consumed.kind} to {current.kind} since it was consumed"
+    if _parsed(consumed.schema_json) != _parsed(current.schema_json):
+        return f"schema of base table '{name}' changed since {_position(consumed)}"
+    if [c.lower() for c in consumed.partition_columns] != [c.lower() for c in current.partition_columns]:
+        return (
+            f"partition columns of base table '{name}' changed since {_position(consumed)}: "
+            f"({', '.join(consumed.partition_columns)}) -> ({', '.join(current.partition_columns)})"
+        )
+    return None
+
+
+def _parsed(schema_json: str) -> object:
+    try:
+        return json.loads(schema_json)
+    except ValueError:
+        return schema_json
+
+
+def _unchanged(consumed: PinnedTable, compactions: int = 0) -> BaseChange:
+    return BaseChange(consumed.name, UNCHANGED, None, consumed, None, compactions=compactions)
+
+
+def _not_append_only(consumed: PinnedTable, reason: str) -> BaseChange:
+    return BaseChange(consumed.name, NOT_APPEND_ONLY, reason, consumed, None)
+
+
+def _append(
+    consumed: PinnedTable, current: PinnedTable, parts: dict[str, PinnedPartition], compactions: int = 0
+) -> BaseChange:
+    rows = [p.rows for p in parts.values()]
+    return BaseChange(
+        current.name,
+        APPEND,
+        None,
+        consumed,
+        dataclasses.replace(current, partitions=parts),
+        delta_bytes=sum(p.bytes for p in parts.values()),
+        delta_rows=None if any(r is None for r in rows) else sum(r for r in rows if r is not None),
+        compactions=compactions,
+    )
+
+
+# -- Iceberg ---------------------------------------------------------------------------------
+
+
+def _iceberg_change(consumed: PinnedTable, current: PinnedTable, table: Table) -> BaseChange:
+    name, old_id, new_id = current.name, consumed.snapshot_id, current.snapshot_id
+    if old_id == new_id:
+        return _unchanged(consumed)
+    if new_id is None:
+        return _not_append_only(consumed, f"base table '{name}' has no snapshot now; snapshot {old_id} was consumed")
+    if old_id is not None and table.snapshot_by_id(old_id) is None:
+        return _not_append_only(consumed, f"snapshot {old_id} of base table '{name}' was expired")
+    compactions, reason = _walk(table, name, old_id, new_id)
+    if reason is not None:
+        return _not_append_only(consumed, reason)
+    tasks = list(
+        table.incremental_append_scan(from_snapshot_id_exclusive=old_id, to_snapshot_id_inclusive=new_id).plan_files()
+    )
+    for task in tasks:
+        if task.delete_files:
+            return _not_append_only(
+                consumed,
+                f"file '{os.path.basename(task.file.file_path)}' appended to base table '{name}' has delete files",
+            )
+    column = current.partition_columns[0] if current.partition_columns else None
+    groups = group_files(column, IcebergStore.task_files(table, tasks))
+    if not groups:
+        return _unchanged(consumed, compactions)
+    parts: dict[str, PinnedPartition] = {}
+    for key, files in sorted(groups.items()):
+        now = current.partitions.get(key)
+        parts[key] = PinnedPartition(
+            files=sorted(f.path for f in files),
+            version=now.version if now is not None else str(new_id),
+            changed_at=now.changed_at if now is not None else None,
+            bytes=sum(f.size_bytes for f in files),
+            rows=sum(f.record_count for f in files),
+        )
+    return _append(consumed, current, parts, compactions)
+
+
+def _walk(table: Table, name: str, old_id: int | None, new_id: int) -> tuple[int, str | None]:
+    """Walk from snapshot ``new_id`` back through parent ids to ``old_id`` (to the root when
+    None). Returns the ``replace`` snapshots skipped, and the reason when the range is not
+    append-only: a snapshot in between was expired, ``old_id`` is not an ancestor, or one
+    is neither an ``append`` nor a ``replace`` (the oldest such is named)."""
+    snap = table.snapshot_by_id(new_id)
+    if snap is None:
+        return 0, f"snapshot {new_id} of base table '{name}' was expired"
+    old = table.snapshot_by_id(old_id) if old_id is not None else None
+    chain = []
+    while snap.snapshot_id != old_id:
+        chain.append(snap)
+        parent = snap.parent_snapshot_id
+        found = table.snapshot_by_id(parent) if parent is not None else None
+        if found is None and (parent is not None or _cut(snap, old)):
+            # Java Iceberg leaves the parent id of an expired snapshot dangling; pyiceberg
+            # clears it, which leaves a root younger than the consumed position.
+            after = f"after snapshot {old_id}" if old_id is not None else f"before snapshot {snap.snapshot_id}"
+            return 0, f"the change history of base table '{name}' {after} was expired"
+        if found is None:
+            if old_id is None:
+                break
+            return 0, (
+                f"snapshot {old_id} of base table '{name}' is not an ancestor of its snapshot {new_id}"
+                " (a rollback or a branch)"
+            )
+        snap = found
+    compactions = 0
+    for s in reversed(chain):
+        operation = s.summary.operation if s.summary is not None else None
+        if operation == Operation.REPLACE:
+            compactions += 1
+        elif operation != Operation.APPEND:
+            op = operation.value if operation is not None else "unknown"
+            return 0, f"snapshot {s.snapshot_id} of base table '{name}' is not an append (operation {op})"
+    return compactions, None
+
+
+def _cut(root: Snapshot, consumed: Snapshot | None) -> bool:
+    """True when ``root`` (a snapshot without parent) is younger than the consumed snapshot
+    (or, for an empty consumed table, than a table's first commit): its parent was expired.
+    Sequence numbers order commits (format v2); v1 tables have none, timestamps order them."""
+    if consumed is None:
+        return root.sequence_number is not None and root.sequence_number > 1
+    if root.sequence_number and consumed.sequence_number:
+        return root.sequence_number > consumed.sequence_number
+    return root.timestamp_ms > consumed.timestamp_ms
+
+
+# -- Parquet ---------------------------------------------------------------------------------
+
+
+def _parquet_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange:
+    name = current.name
+    parts: dict[str, PinnedPartition] = {}
+    for key, old in consumed.partitions.items():
+        new = current.partitions.get(key)
+        if new is None and key != UNPARTITIONED:
+            return _not_append_only(consumed, f"partition {key} of base table '{name}' was removed")
+        new = new or PinnedPartition([], "", file_stats=[])
+        if new.version == old.version:
+            continue
+        added = _added_files(name, key, old, new)
+        if isinstance(added, str):
+            return _not_append_only(consumed, added)
+        if added:
+            parts[key] = _partition_of(new, added)
+    for key, new in current.partitions.items():
+        if key not in consumed.partitions:
+            parts[key] = new
+    if not parts:
+        return _unchanged(consumed)
+    return _append(consumed, current, dict(sorted(parts.items())))
+
+
+def _added_files(name: str, key: str, old: PinnedPartition, new: PinnedPartition) -> list[tuple[str, list[int]]] | str:
+    """The files of ``new`` beyond those of ``old`` with their ``[size, mtime_ns]``, or the
+    reason the partition is not append-only."""
+    where = f" partition {key}" if key else ""
+    for side, p in (("at the consumed position", old), ("now", new)):
+        if p.file_stats is None:
+            return f"no file listing stored for base table '{name}'{where} {side}"
+    assert old.file_stats is not None and new.file_stats is not None
+    now = dict(zip(new.files, new.file_stats, strict=True))
+    for path, stats in zip(old.files, old.file_stats, strict=True):
+        got = now.get(path)
+        if got is None or list(got) != list(stats):
+            what = "removed" if got is None else "modified"
+            return f"file '{os.path.basename(path)}' of base table '{name}'{where} was {what}"
+    before = set(old.files)
+    return [(f, s) for f, s in zip(new.files, new.file_stats, strict=True) if f not in before]
+
+
+def _partition_of(now: PinnedPartition, added: list[tuple[str, list[int]]]) -> PinnedPartition:
+    return PinnedPartition(
+        files=[f for f, _ in added],
+        version=now.version,
+        changed_at=now.changed_at,
+        bytes=sum(s[0] for _, s in added),
+        file_stats=[list(s) for _, s in added],
+    )
