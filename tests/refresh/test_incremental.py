@@ -18,11 +18,12 @@ from sparkmv.errors import AnalysisError, RefreshFailedError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.faults import FaultInjector
 from tests.helpers import assert_mv_matches, rows_of, write_partition
-from tests.refresh.procs import object_row, wait_lease_expired
+from tests.refresh.procs import FAST_LEASE, object_row, wait_lease_expired
 from tests.refresh.test_fault_inprocess import CrashAt, SimulatedCrash
 
 pytestmark = [pytest.mark.spark]
 
+PROPS = ", ".join(f"'{k}' = '{v}'" for k, v in FAST_LEASE.items())
 AGG = "SELECT p, k, sum(v) AS total, count(*) AS n, avg(v) AS mean, min(v) AS lo, max(v) AS hi FROM facts GROUP BY p, k"
 
 
@@ -30,15 +31,18 @@ def _facts(root: Path, p: str, rows: list[tuple[str | None, int | None]], file: 
     return write_partition(root, "p", p, {"k": [r[0] for r in rows], "v": [r[1] for r in rows]}, file)
 
 
-def _setup(make_client: Any, tmp_path: Path, mode: str = "AUTO", query: str = AGG, part: str = "p") -> Any:
+def _setup(make_client: Any, tmp_path: Path, mode: str = "INCREMENTAL", query: str = AGG, part: str = "p") -> Any:
+    """Partition p=a holds 20,000 rows (so a small append is a small change), p=b one row."""
     data = tmp_path / "facts"
-    _facts(data, "a", [("x", 1), ("y", None), (None, 3)], "f0.parquet")
+    many = [(None if i % 7 == 0 else f"k{i % 50}", None if i % 11 == 0 else i) for i in range(20_000)]
+    _facts(data, "a", [("x", 1), ("y", None), (None, 3), *many], "f0.parquet")
     _facts(data, "b", [("x", 10)], "f0.parquet")
     client = make_client(tmp_path / "home")
     client.sql(f"CREATE EXTERNAL TABLE facts USING parquet LOCATION '{data}'")
     partition = f" PARTITION BY {part}" if part else ""
     client.sql(
-        f"CREATE MATERIALIZED VIEW mv{partition} REFRESH DEFERRED PROPERTIES ('refresh_mode' = '{mode}') AS {query}"
+        f"CREATE MATERIALIZED VIEW mv{partition} REFRESH DEFERRED "
+        f"PROPERTIES ('refresh_mode' = '{mode}', {PROPS}) AS {query}"
     )
     first = client.refresh("mv")
     assert (first.state, first.mode) == ("SUCCESS", "FULL"), first
@@ -50,7 +54,7 @@ def _snapshot(client: Any) -> int:
 
 
 def test_an_append_is_applied_incrementally_to_the_affected_partition_only(make_client: Any, tmp_path: Path) -> None:
-    client = _setup(make_client, tmp_path)
+    client = _setup(make_client, tmp_path, mode="AUTO")
     _facts(tmp_path / "facts", "a", [("x", 5), ("z", 7), (None, None)], "f1.parquet")
     run = client.refresh("mv")
     assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
@@ -78,7 +82,7 @@ def test_hidden_state_columns_are_not_visible(make_client: Any, tmp_path: Path) 
 
 
 def test_a_removed_file_makes_auto_fall_back_with_the_reason(make_client: Any, tmp_path: Path) -> None:
-    client = _setup(make_client, tmp_path)
+    client = _setup(make_client, tmp_path, mode="AUTO")
     (tmp_path / "facts" / "p=b" / "f0.parquet").unlink()
     _facts(tmp_path / "facts", "b", [("x", 4)], "f1.parquet")
     run = client.refresh("mv")
@@ -88,23 +92,23 @@ def test_a_removed_file_makes_auto_fall_back_with_the_reason(make_client: Any, t
     assert "file 'f0.parquet' of base table 'default.facts' partition p=b was removed" in incremental["reason"]
     assert_mv_matches(client, "mv", AGG)
     # The positions advanced: the next append is incremental again.
-    _facts(tmp_path / "facts", "b", [("w", 2)], "f2.parquet")
+    _facts(tmp_path / "facts", "a", [("w", 2)], "f2.parquet")
     assert client.refresh("mv").mode == "INCREMENTAL"
     assert_mv_matches(client, "mv", AGG)
 
 
 def test_strict_incremental_fails_on_a_rewrite_and_leaves_the_mv_unchanged(make_client: Any, tmp_path: Path) -> None:
-    client = _setup(make_client, tmp_path, mode="INCREMENTAL")
+    client = _setup(make_client, tmp_path)
     before, snapshot = rows_of(client.table("mv")), _snapshot(client)
     _facts(tmp_path / "facts", "a", [("x", 100)], "f0.parquet")  # rewritten in place
     with pytest.raises(RefreshFailedError) as failed:
-        client.refresh("mv")
+        client.refresh("mv", raise_on_failure=True)
     message = str(failed.value)
     assert "incremental refresh of MV 'mv' is impossible" in message
     assert "file 'f0.parquet' of base table 'default.facts' partition p=a was modified" in message
     assert rows_of(client.table("mv")) == before and _snapshot(client) == snapshot
-    rebuilt = client.sql("REFRESH MATERIALIZED VIEW mv FORCE")
-    assert rebuilt is None or True
+    rebuilt = client.refresh("mv", force=True)
+    assert (rebuilt.state, rebuilt.mode) == ("SUCCESS", "FULL"), rebuilt
     assert_mv_matches(client, "mv", AGG)
 
 
@@ -119,7 +123,7 @@ def test_strict_incremental_refuses_a_query_it_cannot_maintain(make_client: Any,
             "AS SELECT p, count(DISTINCT k) AS ks FROM facts GROUP BY p"
         )
     assert str(refused.value).startswith(
-        "materialized view 'default.mv' cannot use refresh_mode = 'INCREMENTAL': "
+        "materialized view 'mv' cannot use refresh_mode = 'INCREMENTAL': "
         "count(DISTINCT k) is not incrementally maintainable"
     ), str(refused.value)
     assert not client.runtime.iceberg.exists(ObjectName.parse("mv"))
@@ -128,17 +132,15 @@ def test_strict_incremental_refuses_a_query_it_cannot_maintain(make_client: Any,
 
 def test_explain_shows_the_candidates_and_why_incremental_is_not_eligible(make_client: Any, tmp_path: Path) -> None:
     query = "SELECT p, count(DISTINCT k) AS ks FROM facts GROUP BY p"
-    client = _setup(make_client, tmp_path, query=query)
+    client = _setup(make_client, tmp_path, mode="AUTO", query=query)
     _facts(tmp_path / "facts", "a", [("q", 1)], "f1.parquet")
-    text = client.sql("EXPLAIN REFRESH MATERIALIZED VIEW mv").collect()[0][0]
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv").message or ""
     assert "candidates:" in text, text
     line = next(x for x in text.splitlines() if x.strip().startswith("INCREMENTAL"))
     assert "count(DISTINCT k) is not incrementally maintainable" in line, text
 
 
-def test_crash_after_publish_before_the_catalog_update_applies_the_delta_once(
-    make_client: Any, tmp_path: Path
-) -> None:
+def test_crash_after_publish_before_the_catalog_update_applies_the_delta_once(make_client: Any, tmp_path: Path) -> None:
     client = _setup(make_client, tmp_path)
     _facts(tmp_path / "facts", "a", [("x", 5)], "f1.parquet")
     client.runtime.faults = CrashAt("after_publish")
@@ -192,17 +194,18 @@ def _ice(client: Any) -> Any:
 
 
 def test_iceberg_appends_are_incremental_and_an_overwrite_falls_back(make_client: Any, tmp_path: Path) -> None:
-    client, schema = _iceberg_setup(make_client, tmp_path)
+    client, schema = _iceberg_setup(make_client, tmp_path, mode="INCREMENTAL")
     _ice(client).append(pa.table({"k": ["x", "w"], "v": [5, 6]}, schema=schema))
     _ice(client).append(pa.table({"k": [None], "v": [None]}, schema=schema))
     run = client.refresh("mv")
     assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
     assert_mv_matches(client, "mv", ICE)
+    client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'AUTO')")
     _ice(client).overwrite(pa.table({"k": ["x"], "v": [9]}, schema=schema))
     run = client.refresh("mv")
     assert (run.state, run.mode) == ("SUCCESS", "FULL"), run
     reason = next(c["reason"] for c in run.candidates if c["mode"] == "INCREMENTAL")
-    assert "base table 'default.ice'" in reason and "overwrite" in reason, reason
+    assert "of base table 'default.ice' is not an append (operation delete)" in reason, reason
     assert_mv_matches(client, "mv", ICE)
 
 
@@ -211,13 +214,13 @@ def test_strict_incremental_fails_on_an_iceberg_delete(make_client: Any, tmp_pat
     before, snapshot = rows_of(client.table("mv")), _snapshot(client)
     _ice(client).delete("v = 1")
     with pytest.raises(RefreshFailedError) as failed:
-        client.refresh("mv")
+        client.refresh("mv", raise_on_failure=True)
     assert "base table 'default.ice'" in str(failed.value), str(failed.value)
     assert rows_of(client.table("mv")) == before and _snapshot(client) == snapshot
 
 
 def test_alter_to_incremental_refuses_a_query_it_cannot_maintain(make_client: Any, tmp_path: Path) -> None:
-    client = _setup(make_client, tmp_path, query="SELECT p, k, v FROM facts ORDER BY v LIMIT 2", part="")
+    client = _setup(make_client, tmp_path, mode="AUTO", query="SELECT p, k, v FROM facts ORDER BY v LIMIT 2", part="")
     with pytest.raises(AnalysisError) as refused:
         client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'INCREMENTAL')")
     assert "cannot use refresh_mode = 'INCREMENTAL': LIMIT 2 is not incrementally maintainable" in str(refused.value)

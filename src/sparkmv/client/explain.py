@@ -5,7 +5,7 @@ from __future__ import annotations
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError
 from sparkmv.refresh.context import MvDefinition, check_request, pin_all, plan_input
-from sparkmv.refresh.incremental.candidates import Candidate, table
+from sparkmv.refresh.incremental.candidates import Candidate, candidate_table
 from sparkmv.refresh.incremental.decide import decide
 from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
@@ -47,7 +47,7 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     out = [f"mode: {plan.mode}", f"reason: {plan.reason}", f"partition lineage: {lineage}"]
     if candidates:
         out.append("candidates:")
-        out.extend(table(candidates))
+        out.extend(candidate_table(candidates))
     out.append("changed base partitions:")
     for table, paths in sorted(plan.changed_base_partitions.items()):
         out.append(f"  {table}: {', '.join(p or '<all>' for p in paths)}")

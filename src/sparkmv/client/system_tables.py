@@ -8,7 +8,6 @@ a Spark DataFrame with a fixed schema when a query needs Spark (column names are
 from __future__ import annotations
 
 import json
-
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any

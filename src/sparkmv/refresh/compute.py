@@ -7,7 +7,6 @@ from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-
 from sqlglot import exp
 
 from sparkmv.analysis.incremental import analyze_incremental

@@ -13,7 +13,6 @@ import pyarrow as pa
 from pyiceberg.table import Table
 
 from sparkmv.names import is_hidden_column
-
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
 from sparkmv.storage.iceberg import DataFile, IcebergStore
 

@@ -83,10 +83,10 @@ def describe(candidates: list[Candidate]) -> str:
     return f"{chosen.mode}: cheapest{tail}"
 
 
-def table(candidates: list[Candidate]) -> list[str]:
+def candidate_table(candidates: list[Candidate]) -> list[str]:
     """Lines of a table of the candidates (``EXPLAIN REFRESH``, the demo).
 
-    >>> print("\\n".join(table([Candidate("FULL", True, 2048, "every base file", True)])))
+    >>> print("\\n".join(candidate_table([Candidate("FULL", True, 2048, "every base file", True)])))
       technique    eligible  estimate   chosen  reason
       FULL         yes       2.0 KiB    *       every base file
     """

@@ -89,7 +89,9 @@ def decide(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], reques
                 "(refresh_mode = 'INCREMENTAL' is strict: REFRESH ... FORCE rebuilds it)"
             )
         chosen = [replace(incremental, chosen=True)]
-        return Decision(_incremental_plan(inp, f"refresh_mode = INCREMENTAL: {incremental.reason}"), inputs, chosen, inp)
+        return Decision(
+            _incremental_plan(inp, f"refresh_mode = INCREMENTAL: {incremental.reason}"), inputs, chosen, inp
+        )
     candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp)])
     winner = next((c for c in candidates if c.chosen), None)
     why = describe(candidates)
@@ -135,7 +137,9 @@ def _pct_candidate(base: Plan, inp: PlanInput) -> Candidate:
     return Candidate("PCT", True, total, f"recomputes {len(base.partitions)} changed partitions")
 
 
-def incremental_candidate(rt: Runtime, mv: MvDefinition, inp: PlanInput) -> tuple[Candidate, dict[str, IncrementalInput]]:
+def incremental_candidate(
+    rt: Runtime, mv: MvDefinition, inp: PlanInput
+) -> tuple[Candidate, dict[str, IncrementalInput]]:
     """INCREMENTAL as a candidate of this run, with what it would read when eligible."""
     analysis = analyze_incremental(mv.query)
     problem = _static_problem(rt, mv, inp, analysis)
