@@ -29,11 +29,11 @@ def upgrade() -> None:
         sa.Column("position", sa.JSON(), nullable=False),
         sa.Column("run_id", sa.BigInteger(), nullable=True),
     )
-    with op.batch_alter_table("smv_task_runs") as batch:
-        batch.add_column(sa.Column("candidates", sa.JSON(), nullable=True))
+    # Plain ALTER TABLE, never a batch copy: rebuilding smv_task_runs on SQLite would drop
+    # it, and its progress rows with it (ON DELETE CASCADE).
+    op.add_column("smv_task_runs", sa.Column("candidates", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("smv_task_runs") as batch:
-        batch.drop_column("candidates")
+    op.execute("ALTER TABLE smv_task_runs DROP COLUMN candidates")  # SQLite 3.35+ and PostgreSQL
     op.drop_table("smv_consumed_positions")
