@@ -81,3 +81,15 @@ class ObjectName:
 
     def __str__(self) -> str:
         return self.display
+
+
+CHANGELOG_SUFFIX = "__changelog"
+
+
+def changelog_name(name: ObjectName) -> ObjectName:
+    """The Iceberg changelog table of refreshable table ``name``: ``name__changelog``.
+
+    >>> changelog_name(ObjectName("default", "users")).qualified
+    'default.users__changelog'
+    """
+    return ObjectName(name.namespace, name.name + CHANGELOG_SUFFIX)

@@ -226,3 +226,33 @@ def test_alter_to_incremental_refuses_a_query_it_cannot_maintain(make_client: An
     assert "cannot use refresh_mode = 'INCREMENTAL': LIMIT 2 is not incrementally maintainable" in str(refused.value)
     row = object_row(client)
     assert (row.properties or {}).get("refresh_mode") == "AUTO"
+
+
+def _dims(root: Path, rows: list[tuple[str | None, str]], file: str) -> None:
+    root.mkdir(parents=True, exist_ok=True)
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"k": [r[0] for r in rows], "label": [r[1] for r in rows]}), root / file)
+
+
+JOINED = "SELECT f.p, f.k, f.v, d.label FROM facts f JOIN dims d ON f.k = d.k"
+UNION = "SELECT p, k, v FROM facts WHERE v > 2 UNION ALL SELECT 'dim' AS p, k, 1 AS v FROM dims"
+JOIN_AGG = "SELECT d.label, count(*) AS n, sum(f.v) AS total FROM facts f JOIN dims d ON f.k = d.k GROUP BY d.label"
+
+
+@pytest.mark.parametrize("query", [JOINED, UNION, JOIN_AGG], ids=["join", "union-all", "join-aggregate"])
+def test_both_inputs_change_in_one_run(make_client: Any, tmp_path: Path, query: str) -> None:
+    _dims(tmp_path / "dims", [("x", "ex"), ("y", "why"), ("k1", "one")], "d0.parquet")
+    client = make_client(tmp_path / "home")
+    client.sql(f"CREATE EXTERNAL TABLE dims USING parquet LOCATION '{tmp_path / 'dims'}'")
+    data = tmp_path / "facts"
+    _facts(data, "a", [("x", 1), ("y", None), (None, 3), ("k1", 4)], "f0.parquet")
+    client.sql(f"CREATE EXTERNAL TABLE facts USING parquet LOCATION '{data}'")
+    client.sql(f"CREATE MATERIALIZED VIEW mv REFRESH DEFERRED PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+    assert client.refresh("mv").mode == "FULL"
+    for step in range(2):
+        _facts(data, "b", [("x", 10 + step), ("k2", 5), ("new", 6)], f"f{step + 1}.parquet")
+        _dims(tmp_path / "dims", [("new", f"fresh{step}"), ("x", f"ex{step}")], f"d{step + 1}.parquet")
+        run = client.refresh("mv")
+        assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+        assert_mv_matches(client, "mv", query)

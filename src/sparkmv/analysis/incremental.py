@@ -35,7 +35,9 @@ from importlib import resources
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from sparkmv.analysis.query import DIALECT, table_name
+from sparkmv.analysis.query import DIALECT, referenced_tables, table_name
+from sparkmv.errors import AnalysisError
+from sparkmv.names import ObjectName
 
 STATE_PREFIX = "__smv_"
 ROW_COUNT = "__smv_count"
@@ -175,6 +177,28 @@ def _branches(query: exp.Query) -> tuple[list[exp.Select], str | None]:
         return [], problem
     right, problem = _branches(query.right)
     return left + right, problem
+
+
+def branches_reading(query: exp.Query, table: ObjectName) -> exp.Query | None:
+    """The ``UNION ALL`` of the branches of maintainable ``query`` that read ``table`` (None
+    when none does): the delta of a ``UNION ALL`` is the union of its branches' deltas, so
+    a branch that does not read a changed table contributes nothing to that table's delta.
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> q = parse_query("SELECT a FROM t UNION ALL SELECT a FROM u UNION ALL SELECT a FROM t JOIN u ON t.a = u.a")
+    >>> branches_reading(q, ObjectName("default", "u")).sql()
+    'SELECT a FROM u UNION ALL SELECT a FROM t JOIN u ON t.a = u.a'
+    """
+    branches, problem = _branches(query)
+    if problem:
+        raise AnalysisError(problem)
+    kept = [b.copy() for b in branches if table in referenced_tables(b)]
+    if not kept:
+        return None
+    out: exp.Query = kept[0]
+    for branch in kept[1:]:
+        out = exp.union(out, branch, distinct=False)
+    return out
 
 
 def _modifier_problem(query: exp.Query) -> str | None:

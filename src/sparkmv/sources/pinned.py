@@ -61,13 +61,21 @@ class PinnedTable:
 
     Attributes:
         name: qualified base table name.
-        kind: ``parquet`` or ``iceberg`` (Iceberg tables and MVs).
+        kind: ``parquet``, ``iceberg`` (Iceberg tables and MVs), ``refreshable`` (a
+            refreshable table: Iceberg, with its reload run and changelog position) or
+            ``changelog`` (the changelog rows of a refreshable table's delta, signed).
         schema_json: Spark schema JSON used to read the files.
         partition_columns: Hive/identity partition columns, outermost first.
         partitions: partition path (``col=value[/col2=value2]``, ``""`` unpartitioned) ->
             pinned partition.
         location: base directory for Parquet tables (Spark's ``basePath``).
         snapshot_id: pinned snapshot for Iceberg tables.
+        reload_run_id: refreshable tables (kind ``refreshable``): the reload run whose
+            result the pinned snapshot holds (0 before the first reload).
+        changelog_snapshot_id: refreshable tables: the snapshot of the changelog table,
+            read before the table's (so every later run's changelog comes after it).
+        row_filter: a Spark SQL condition the rows read must meet (a changelog delta:
+            ``run_id > 3 AND run_id <= 5``); None reads every row.
     """
 
     name: str
@@ -77,6 +85,9 @@ class PinnedTable:
     partitions: dict[str, PinnedPartition] = field(default_factory=dict)
     location: str | None = None
     snapshot_id: int | None = None
+    reload_run_id: int | None = None
+    changelog_snapshot_id: int | None = None
+    row_filter: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (stored in the run's plan)."""

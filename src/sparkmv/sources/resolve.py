@@ -1,5 +1,5 @@
-"""Pin and read any base table by kind: external Parquet, MV, refreshable table, or a
-plain table of the pyiceberg catalog."""
+"""Pin and read any base table by kind: external Parquet, MV, refreshable table (and its
+signed changelog delta), or a plain table of the pyiceberg catalog."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
 from sparkmv.errors import SourceError
 from sparkmv.names import ObjectName
-from sparkmv.sources import iceberg, parquet
+from sparkmv.sources import iceberg, parquet, refreshable
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
@@ -28,6 +28,8 @@ def pin_base(name: ObjectName, row: ObjectRow | None, store: IcebergStore) -> Pi
         return parquet.pin(name.qualified, row.location, row.schema_json, list(row.partition_columns or []))
     if not store.exists(name):
         raise SourceError(f"base table '{name}' does not exist")
+    if row is not None and row.kind == ObjectKind.REFRESHABLE_TABLE:
+        return refreshable.pin(name, store)
     return iceberg.pin(name.qualified, store.load(name))
 
 
@@ -35,4 +37,6 @@ def read_pinned(spark: SparkSession, pinned: PinnedTable, partitions: set[str] |
     """A DataFrame over the pinned files of a base table (of ``partitions`` only, when given)."""
     if pinned.kind == "parquet":
         return parquet.read(spark, pinned, partitions)
+    if pinned.kind == "changelog":
+        return refreshable.read_changes(spark, pinned)
     return iceberg.read(spark, pinned, partitions)

@@ -14,14 +14,15 @@ from typing import Any
 
 from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
 from sparkmv.errors import RefreshError
-from sparkmv.names import ObjectName
+from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources.changes import BaseChange, base_change
+from sparkmv.sources.changes import APPEND, NOT_APPEND_ONLY, UNCHANGED, BaseChange, base_change
 from sparkmv.sources.pinned import PinnedTable
+from sparkmv.sources.refreshable import changelog_delta
 from sparkmv.storage.iceberg import IcebergStore
 
 
@@ -152,8 +153,7 @@ def incremental_candidate(
         if table not in positions:
             why = f"no consumed position of base table '{table}' (the last refresh did not cover every change)"
             return Candidate("INCREMENTAL", False, None, why), {}
-        iceberg = rt.iceberg.load(ObjectName.parse(table, allow_reserved=True)) if new.kind == "iceberg" else None
-        change = base_change(PinnedTable.from_json(positions[table]), new, iceberg)
+        change = _change(rt, PinnedTable.from_json(positions[table]), new)
         if change.kind == "not_append_only":
             return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed"), {}
         changes[table] = change
@@ -164,12 +164,31 @@ def incremental_candidate(
     return _estimate(rt, mv, inp, analysis, changes), inputs
 
 
+def _change(rt: Runtime, consumed: PinnedTable, new: PinnedTable) -> BaseChange:
+    """The change of one base table since ``consumed``: appended files, or for a
+    refreshable table the signed changelog rows of its later reload runs."""
+    name = ObjectName.parse(new.name, allow_reserved=True)
+    if new.kind == "refreshable" and consumed.kind == "refreshable":
+        delta, reason = changelog_delta(consumed, new, rt.iceberg.load(changelog_name(name)))
+        if reason is not None:
+            return BaseChange(new.name, NOT_APPEND_ONLY, reason, consumed, None)
+        if delta is None:
+            return BaseChange(new.name, UNCHANGED, None, new, None)
+        part = delta.partitions[""]
+        return BaseChange(new.name, APPEND, None, consumed, delta, part.bytes, part.rows)
+    return base_change(consumed, new, rt.iceberg.load(name) if new.kind == "iceberg" else None)
+
+
 def _static_problem(rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis) -> str | None:
     """Why INCREMENTAL cannot serve this run, before looking at the change; or None."""
     if analysis.reason is not None:
         return analysis.reason
     if analysis.aggregate and not has_state_columns(rt.iceberg, mv.name, analysis):
         return f"MV '{mv.name}' has no incremental state columns (it was created before incremental refresh)"
+    keys = {c.name for c in analysis.columns if c.role == "group"}
+    if analysis.aggregate and mv.partition_by is not None and mv.partition_by.lower() not in keys:
+        # A group's partition would move when its aggregate changes: only GROUP BY keys stay put.
+        return f"the partition column '{mv.partition_by}' is an aggregate, not a GROUP BY key"
     if inp.request.start is not None or inp.request.end is not None:
         return "a PARTITION START/END range refreshes whole partitions"
     if inp.request.force or mv.properties.partition_refresh_strategy == "FORCE":

@@ -3,10 +3,10 @@
 For base tables ``T1..Tn`` (sorted by name) of which some changed append-only, the delta of
 the join of their contents is the union, over each changed ``Ti``, of the query with
 ``T1..Ti-1`` read at their new position, ``Ti`` read as its delta, and ``Ti+1..Tn`` at their
-old (consumed) position: for two tables ``Δ(A ⋈ B) = ΔA ⋈ B_old ∪ A_new ⋈ ΔB``, the standard
-delta rule of incremental view maintenance (as the issue's ``ΔA ⋈ B_new ∪ A_old ⋈ ΔB``,
-with the roles of old and new swapped, which is equally exact). Filters, projections and
-``UNION ALL`` distribute over the union.
+old (consumed) position; of a ``UNION ALL``, only the branches that read ``Ti`` take part.
+For two tables: ``Δ(A ⋈ B) = ΔA ⋈ B_old ∪ A_new ⋈ ΔB``, the standard delta rule of
+incremental view maintenance (the issue's ``ΔA ⋈ B_new ∪ A_old ⋈ ΔB`` with the roles of old
+and new swapped, equally exact). Filters and projections distribute over the union.
 
 For an aggregate MV each term is the *augmented* query (the MV's query with its hidden
 state columns, :mod:`sparkmv.analysis.incremental`), so every term yields partial aggregate
@@ -19,15 +19,17 @@ from its stored sum and count, and a SUM over only NULLs stays NULL (its non-NUL
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DecimalType, StructType
 
-from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis
+from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, branches_reading
 from sparkmv.analysis.query import bind_tables, parse_query
+from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -40,59 +42,94 @@ def _q(name: str) -> str:
     return f"`{name}`"
 
 
+@dataclass
+class Terms:
+    """The delta of one run as Spark sees it.
+
+    Attributes:
+        union: the union of the delta terms (None when no base table changed): the
+            augmented query's columns, plus :data:`~sparkmv.analysis.signed.SIGN` for a
+            projection with a signed term and :data:`~sparkmv.analysis.signed.RETRACTED`
+            for an aggregate with one.
+        signed: True when a term read a changelog (rows may be retracted).
+        over_new: the augmented query over the new input of every base table.
+    """
+
+    union: DataFrame | None
+    signed: bool
+    over_new: Callable[[], DataFrame]
+
+
 @contextmanager
 def delta_terms(
     rt: Runtime,
-    sql: str,
+    analysis: IvmAnalysis,
     new: dict[str, PinnedTable],
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
-) -> Iterator[DataFrame | None]:
-    """The union of the delta terms of query ``sql`` (None when no base table changed).
+) -> Iterator[Terms]:
+    """The delta terms of the MV's augmented query.
 
     Args:
         new: qualified base table -> the run's pinned input (every base table).
         old: qualified base table -> the consumed position (every base table).
-        delta: qualified base table -> only the files appended since ``old`` (changed
-            base tables only).
+        delta: qualified base table -> what changed since ``old`` (changed base tables
+            only): appended files, or signed changelog rows (kind ``changelog``).
 
     The temporary views the terms read are dropped when the context exits, so use the
-    DataFrame inside it.
+    DataFrames inside it.
     """
     spark = rt.spark
     order = sorted(new)
-    created: list[str] = []
-    frames: list[DataFrame] = []
+    created: dict[tuple[str, str], str] = {}
+    signed = any(d.kind == "changelog" for d in delta.values())
 
-    def view(table: str, pinned: PinnedTable) -> str:
-        name = f"__smv_d{next(_views)}"
-        read_pinned(spark, pinned).createOrReplaceTempView(name)
-        created.append(name)
-        return name
+    def view(table: str, role: str, pinned: PinnedTable) -> str:
+        if (table, role) not in created:
+            created[(table, role)] = name = f"__smv_d{next(_views)}"
+            read_pinned(spark, pinned).createOrReplaceTempView(name)
+        return created[(table, role)]
+
+    query = parse_query(analysis.augmented_sql)
+
+    def over_new() -> DataFrame:
+        views = {ObjectName.parse(t, allow_reserved=True): view(t, "new", new[t]) for t in order}
+        return spark.sql(bind_tables(query, views))
 
     try:
-        query = parse_query(sql)
+        frames: list[DataFrame] = []
         for i, changed in enumerate(order):
-            if changed not in delta:
+            name = ObjectName.parse(changed, allow_reserved=True)
+            term = branches_reading(query, name) if changed in delta else None
+            if term is None:
                 continue
+            if delta[changed].kind == "changelog":
+                term = signed_query(term, name, analysis.aggregate)
+            elif signed and not analysis.aggregate:
+                term = unsigned_projection(term)
             views: dict[ObjectName, str] = {}
             for j, table in enumerate(order):
-                source = new[table] if j < i else delta[table] if j == i else old[table]
-                views[ObjectName.parse(table, allow_reserved=True)] = view(table, source)
-            frames.append(spark.sql(bind_tables(query, views)))
+                role, source = (
+                    ("new", new[table]) if j < i else ("delta", delta[table]) if j == i else ("old", old[table])
+                )
+                views[ObjectName.parse(table, allow_reserved=True)] = view(table, role, source)
+            frames.append(spark.sql(bind_tables(term, views)))
         union = None
         for frame in frames:
-            union = frame if union is None else union.unionByName(frame)
-        yield union
+            union = frame if union is None else union.unionByName(frame, allowMissingColumns=True)
+        yield Terms(union, signed, over_new)
     finally:
-        for name in created:
-            spark.catalog.dropTempView(name)
+        for view_name in created.values():
+            spark.catalog.dropTempView(view_name)
 
 
-def project_to(df: DataFrame, target: StructType) -> DataFrame:
-    """``df``'s columns matched to ``target``'s by name (case-insensitive), cast to its types."""
+def project_to(df: DataFrame, target: StructType, keep: tuple[str, ...] = ()) -> DataFrame:
+    """``df``'s columns matched to ``target``'s by name (case-insensitive), cast to its
+    types, followed by the columns of ``keep`` that ``df`` has."""
     by_name = {f.name.lower(): f.name for f in df.schema.fields}
-    return df.select(*[F.col(_q(by_name[f.name.lower()])).cast(f.dataType).alias(f.name) for f in target.fields])
+    extra = [F.col(_q(by_name[k.lower()])) for k in keep if k.lower() in by_name]
+    columns = [F.col(_q(by_name[f.name.lower()])).cast(f.dataType).alias(f.name) for f in target.fields]
+    return df.select(*columns, *extra)
 
 
 def combine(rows: DataFrame, analysis: IvmAnalysis, target: StructType) -> DataFrame:
@@ -119,13 +156,59 @@ def combine(rows: DataFrame, analysis: IvmAnalysis, target: StructType) -> DataF
             aggs.append(F.min(c).alias(col.name))
         elif col.role == "max":
             aggs.append(F.max(c).alias(col.name))
-    aggs.append(F.sum(_q(ROW_COUNT)).alias(ROW_COUNT))
+    count = F.sum(_q(ROW_COUNT))
+    # A group with fewer rows than retracted is a changelog that does not match the MV: fail loudly.
+    aggs.append(F.when(count < 0, F.raise_error(F.lit(NEGATIVE_COUNT))).otherwise(count).alias(ROW_COUNT))
+    retracted = RETRACTED in rows.columns
+    if retracted:
+        aggs.append(F.max(F.coalesce(F.col(RETRACTED), F.lit(0))).alias(RETRACTED))
     grouped = rows.groupBy(*[F.col(_q(k)) for k in keys]).agg(*aggs) if keys else rows.groupBy().agg(*aggs)
     for col in analysis.columns:
         if col.role == "avg":
             total, nn = col.state
             grouped = grouped.withColumn(col.name, _average(total, nn, types[total.lower()].dataType))
-    return project_to(grouped.where(F.col(_q(ROW_COUNT)) > 0), target)
+    return project_to(grouped.where(F.col(_q(ROW_COUNT)) > 0), target, (RETRACTED,) if retracted else ())
+
+
+NEGATIVE_COUNT = "incremental refresh: a group lost more rows than it held (the changelog does not match the MV)"
+
+
+def recompute_retracted(merged: DataFrame, fresh: DataFrame, analysis: IvmAnalysis) -> DataFrame:
+    """``merged`` with every group flagged :data:`RETRACTED` replaced by its rows of ``fresh``
+    (the augmented query over the new input, in the MV's schema): a retraction may remove a
+    group's MIN or MAX, so those groups are recomputed, the others kept."""
+    keys = [c.name for c in analysis.columns if c.role == "group"]
+    flagged = merged.where(F.col(RETRACTED) == 1).select(
+        *[F.col(_q(k)).alias(f"__smv_k{i}") for i, k in enumerate(keys)]
+    )
+    kept = merged.where(F.col(RETRACTED) == 0).drop(RETRACTED)
+    if not keys:  # a global aggregate: its one row is recomputed when flagged
+        return kept.unionByName(fresh.join(flagged, how="left_semi"))
+    cond = [F.col(_q(k)).eqNullSafe(F.col(f"__smv_k{i}")) for i, k in enumerate(keys)]
+    return kept.unionByName(fresh.join(flagged, on=cond, how="left_semi"))
+
+
+def merge_signed_rows(current: DataFrame, rows: DataFrame, target: StructType) -> DataFrame:
+    """The multiset ``current`` (the MV's rows of the affected partitions) plus the signed
+    ``rows`` (inserted rows +1, retracted rows -1, column :data:`SIGN`), as rows.
+
+    Raises (when Spark writes it): an error when a retraction removes a row that is not
+    there (the changelog does not match the MV)."""
+    columns = [f.name for f in target.fields]
+    both = current.withColumn(SIGN, F.lit(1)).unionByName(rows.select(*[F.col(_q(c)) for c in columns], F.col(SIGN)))
+    n = F.sum(SIGN)
+    counted = both.groupBy(*[F.col(_q(c)) for c in columns]).agg(
+        F.when(n < 0, F.raise_error(F.lit(NEGATIVE_ROWS))).otherwise(n).alias("__smv_n")
+    )
+    repeated = F.explode(F.array_repeat(F.lit(1), F.col("__smv_n").cast("int")))
+    return (
+        counted.where(F.col("__smv_n") > 0)
+        .select(*[F.col(_q(c)) for c in columns], repeated.alias("__smv_one"))
+        .drop("__smv_one")
+    )
+
+
+NEGATIVE_ROWS = "incremental refresh: a retracted row is not in the MV (the changelog does not match the MV)"
 
 
 def _average(total: str, nn: str, total_type: object) -> Column:

@@ -28,16 +28,23 @@ from typing import Any
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
+from sparkmv.analysis.incremental import analyze_incremental
+from sparkmv.analysis.signed import RETRACTED, SIGN
 from sparkmv.refresh.context import MvDefinition
 from sparkmv.refresh.incremental.decide import IncrementalInput
-from sparkmv.refresh.incremental.delta import combine, delta_terms, project_to
+from sparkmv.refresh.incremental.delta import (
+    combine,
+    delta_terms,
+    merge_signed_rows,
+    project_to,
+    recompute_retracted,
+)
 from sparkmv.refresh.jobs.base import ChunkOutcome
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.files import read_files, write_staged
 from sparkmv.storage.iceberg import IcebergStore
-from sparkmv.storage.partition_values import to_text
+from sparkmv.storage.partition_values import canonical, sort_key
 from sparkmv.storage.schema import arrow_to_spark, normalize_for_iceberg
 
 CONSUMED_PROPERTY = "sparkmv.consumed"
@@ -53,7 +60,8 @@ def compute_incremental(
     mv_snapshot: int | None,
     directory: Path,
 ) -> ChunkOutcome:
-    """Compute the MV's new rows from the appended files and stage them under ``directory``.
+    """Compute the MV's new rows from the change of its base tables and stage them under
+    ``directory``.
 
     Returns:
         The staged files, with ``detail`` naming the MV partitions the publish replaces.
@@ -63,17 +71,28 @@ def compute_incremental(
     target = arrow_to_spark(table.schema().as_arrow())
     old = {t: i.old for t, i in inputs.items()}
     delta = {t: i.delta for t, i in inputs.items() if i.delta is not None}
-    with delta_terms(rt, analysis.augmented_sql, pinned, old, delta) as terms:
-        if terms is None:
+    with delta_terms(rt, analysis, pinned, old, delta) as terms:
+        if terms.union is None:
             return ChunkOutcome([], 0, 0, {"replace": []})
-        rows = project_to(normalize_for_iceberg(terms), target)
-        if analysis.aggregate:
-            rows, replace = _merge(rt, mv, analysis, rows, table, mv_snapshot)
-            detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
-        else:
-            detail = {"replace": []}
-        rows = _retained(mv, rows)
-        staged = write_staged(rows, directory, mv.partition_by)
+        rows = project_to(normalize_for_iceberg(terms.union), target, (SIGN, RETRACTED))
+        if not analysis.aggregate and not terms.signed:  # an append-only projection only appends
+            staged = write_staged(_retained(mv, rows), directory, mv.partition_by)
+            return ChunkOutcome(staged.files, staged.rows, staged.bytes, {"replace": []})
+        rows = rows.cache()  # read twice: the affected partitions, then the merge
+        try:
+            files, replace = _affected(mv, rows, table, mv_snapshot)
+            current = read_files(rt.spark, files, target)
+            if analysis.aggregate:
+                merged = combine(current.unionByName(rows, allowMissingColumns=True), analysis, target)
+                if RETRACTED in merged.columns:
+                    fresh = project_to(normalize_for_iceberg(terms.over_new()), target)
+                    merged = recompute_retracted(merged, fresh, analysis)
+            else:
+                merged = merge_signed_rows(current, rows, target)
+            staged = write_staged(_retained(mv, merged), directory, mv.partition_by)
+        finally:
+            rows.unpersist()
+    detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
     return ChunkOutcome(staged.files, staged.rows, staged.bytes, detail)
 
 
@@ -85,26 +104,23 @@ def _retained(mv: MvDefinition, rows: DataFrame) -> DataFrame:
     return rows.where(F.expr(condition))
 
 
-def _merge(
-    rt: Runtime, mv: MvDefinition, analysis: IvmAnalysis, partial: DataFrame, table: Any, mv_snapshot: int | None
-) -> tuple[DataFrame, list[str | None] | None]:
-    """The merged rows of the affected MV partitions, and those partitions (None: all)."""
-    spark = rt.spark
-    partial = partial.cache()  # read twice: the affected partitions, then the merge
+def _affected(
+    mv: MvDefinition, rows: DataFrame, table: Any, mv_snapshot: int | None
+) -> tuple[list[str], list[str | None] | None]:
+    """The MV's data files of the partitions the delta ``rows`` touch, and those partitions
+    (None: all, for an unpartitioned MV).
+
+    The partition values are read back as Spark's text of the value (session time zone
+    UTC) and put in the one text form of their kind, never through Python datetimes (which
+    PySpark converts with the machine's local time zone)."""
     files = IcebergStore.data_files(table, mv_snapshot) if mv_snapshot is not None else []
-    affected: list[str | None] | None = None
-    if mv.partition_by is not None:
-        column = next(f.name for f in partial.schema.fields if f.name.lower() == mv.partition_by.lower())
-        values = sorted(
-            {to_text(r[0]) for r in partial.select(F.col(f"`{column}`")).distinct().collect()},
-            key=lambda v: (v is not None, v or ""),
-        )
-        affected = list(values)
-        wanted = set(values)
-        files = [f for f in files if f.partition in wanted]
-    current = read_files(spark, [f.path for f in files], partial.schema)
-    merged = combine(current.unionByName(partial), analysis, partial.schema)
-    return merged, affected
+    if mv.partition_by is None:
+        return [f.path for f in files], None
+    column = next(f.name for f in rows.schema.fields if f.name.lower() == mv.partition_by.lower())
+    kind = IcebergStore.partition_kind(table) or "string"
+    texts = rows.select(F.col(f"`{column}`").cast("string")).distinct().collect()
+    wanted = {canonical(r[0], kind) for r in texts}
+    return [f.path for f in files if f.partition in wanted], sorted(wanted, key=lambda v: sort_key(v, kind))
 
 
 def consumed_summary(pinned: dict[str, PinnedTable]) -> dict[str, str]:

@@ -23,11 +23,12 @@ from typing import Any
 
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import InvalidPropertyError
-from sparkmv.names import ObjectName
+from sparkmv.names import CHANGELOG_SUFFIX, ObjectName, changelog_name
+
+__all__ = ["CHANGELOG_SUFFIX", "changelog_name"]  # the rule lives in sparkmv.names
 from sparkmv.refresh.properties import LEASE_SECONDS, check_lease
 
 VNODE_COLUMN = "_vnode"
-CHANGELOG_SUFFIX = "__changelog"
 CHANGELOG_LEAF = "__smv_changelog"
 """Leaf directory of staged changelog files (how the publish tells them from table files)."""
 FORMATS = ("csv", "parquet", "json")
@@ -56,11 +57,6 @@ _INT_RANGES: dict[str, tuple[int, int, int]] = {
     **LEASE_SECONDS,
     "max_refresh_attempts": (1, 100, 2),
 }
-
-
-def changelog_name(name: ObjectName) -> ObjectName:
-    """The Iceberg changelog table of refreshable table ``name``: ``name__changelog``."""
-    return ObjectName(name.namespace, name.name + CHANGELOG_SUFFIX)
 
 
 def _positive_int(table: str, key: str, value: str, low: int, high: int) -> int:

@@ -1,0 +1,97 @@
+"""Signed delta queries: a maintainable query rewritten to read one base table as signed
+changelog rows (+1 inserted, -1 retracted), so its result is the signed change of the
+query's result (RisingWave's and Flink's retraction streams, for a batch).
+
+* A projection carries each row's sign as the column :data:`SIGN`.
+* An aggregate weighs every row by its sign: ``SUM(x)`` adds ``-x`` for a retraction,
+  ``COUNT(*)`` becomes ``SUM(sign)``, ``COUNT(x)`` counts signs of non-NULL ``x``; ``MIN`` /
+  ``MAX`` see inserted rows only, and :data:`RETRACTED` flags each group that lost a row,
+  whose MIN / MAX must be recomputed (a retraction may remove the extreme).
+
+Pure sqlglot, no Spark.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from sparkmv.analysis.query import table_name
+from sparkmv.names import ObjectName
+
+SIGN = "__smv_sign"
+"""The sign column (+1 / -1) of signed rows, of the changelog view and of a projection's delta."""
+RETRACTED = "__smv_retracted"
+"""1 for a group of a signed aggregate delta that lost at least one row, else 0."""
+
+
+def signed_query(query: exp.Query, table: ObjectName, aggregate: bool) -> exp.Query:
+    """``query`` (a SELECT or a UNION ALL of SELECTs, each reading ``table``) with ``table``
+    read as signed rows carrying :data:`SIGN`.
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> q = parse_query("SELECT k, SUM(v) AS s, COUNT(*) AS n, MAX(v) AS m FROM t GROUP BY k")
+    >>> signed_query(q, ObjectName("default", "t"), True).sql()
+    'SELECT k, SUM(CASE WHEN t.__smv_sign < 0 THEN -(v) ELSE v END) AS s, SUM(t.__smv_sign) AS n, \
+MAX(CASE WHEN t.__smv_sign > 0 THEN v END) AS m, MAX(CASE WHEN t.__smv_sign < 0 THEN 1 ELSE 0 END) AS __smv_retracted \
+FROM t GROUP BY k'
+    >>> signed_query(parse_query("SELECT a FROM t AS x"), ObjectName("default", "t"), False).sql()
+    'SELECT a, x.__smv_sign AS __smv_sign FROM t AS x'
+    """
+    out = query.copy()
+    for select in out.find_all(exp.Select):
+        sign = _sign_of(select, table)
+        if sign is None:
+            continue
+        if aggregate:
+            _weigh(select, sign)
+        else:
+            select.select(exp.alias_(sign.copy(), SIGN), copy=False)
+    return out
+
+
+def unsigned_projection(query: exp.Query) -> exp.Query:
+    """A projection's branches with a constant sign ``1 AS __smv_sign`` (the delta of an
+    append-only base table in the same run as a signed one).
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> unsigned_projection(parse_query("SELECT a FROM t")).sql()
+    'SELECT a, 1 AS __smv_sign FROM t'
+    """
+    out = query.copy()
+    for select in out.find_all(exp.Select):
+        select.select(exp.alias_(exp.Literal.number(1), SIGN), copy=False)
+    return out
+
+
+def _sign_of(select: exp.Select, table: ObjectName) -> exp.Column | None:
+    """The sign column of ``table`` as ``select`` names it (its alias), or None when the
+    SELECT does not read it."""
+    for ref in select.find_all(exp.Table):
+        if ref.find_ancestor(exp.Select) is select and table_name(ref) == table:
+            return exp.column(SIGN, table=ref.alias_or_name)
+    return None
+
+
+def _weigh(select: exp.Select, sign: exp.Column) -> None:
+    """Weigh the aggregate calls of ``select``'s list by ``sign`` (in place)."""
+    negative = exp.LT(this=sign.copy(), expression=exp.Literal.number(0))
+    positive = exp.GT(this=sign.copy(), expression=exp.Literal.number(0))
+    extrema = False
+    for item in select.expressions:
+        for node in list(item.find_all(exp.Sum, exp.Count, exp.Min, exp.Max)):
+            arg = node.this
+            if isinstance(node, exp.Sum):
+                weighed = exp.Case().when(negative.copy(), exp.Neg(this=exp.paren(arg.copy()))).else_(arg.copy())
+                node.set("this", weighed)
+            elif isinstance(node, exp.Count):
+                if isinstance(arg, exp.Star):
+                    node.replace(exp.Sum(this=sign.copy()))
+                else:
+                    nonnull = exp.Case().when(arg.copy().is_(exp.null()), exp.Literal.number(0)).else_(sign.copy())
+                    node.replace(exp.Sum(this=nonnull))
+            else:
+                extrema = True
+                node.set("this", exp.Case().when(positive.copy(), arg.copy()))
+    if extrema:
+        flag = exp.Case().when(negative.copy(), exp.Literal.number(1)).else_(exp.Literal.number(0))
+        select.select(exp.alias_(exp.Max(this=flag), RETRACTED), copy=False)
