@@ -228,6 +228,9 @@ class MvRefreshJob(Job[MvRunPlan]):
         upserts, removals, replace_all = _version_updates(self.plan.plan, self.plan.pinned, s, catalog, self.object_id)
         catalog.versions.apply(s, self.object_id, run_id, upserts, removals, replace_all)
         _record_positions(s, catalog, self.object_id, run_id, self.plan.pinned)
+        if self.plan.mode == "INCREMENTAL":  # the MV partitions the merge rewrote
+            detail = (chunks[0].outcome or {}) if chunks else {}
+            return {"partitions_done": len(detail.get("replace") or [])}
         return {"partitions_done": len(self.plan.plan.partitions)}
 
 
