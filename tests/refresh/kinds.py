@@ -79,7 +79,7 @@ class JobKindCase:
             assert len(mv_rows) == len({(r[0], r[1]) for r in mv_rows}) == 6 * 7
             return
         assert contents(client, f"SELECT * FROM {self.name}") == RELOAD_EXPECTED
-        assert changelog_ops(client, self.name, run_id) == {"I": 5, "U": 5, "D": 5}
+        assert changelog_ops(client, self.name, run_id) == {"I": 5, "U": 5, "UB": 5, "D": 5}
 
     def tables(self) -> list[str]:
         """The Iceberg tables a run commits to."""

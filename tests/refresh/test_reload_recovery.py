@@ -101,7 +101,7 @@ def test_exit_during_merge_resumes_from_first_incomplete_vnode(client, tmp_path:
     assert contents(client, "SELECT * FROM t") == EXPECTED
     assert run_counts(client, run_id) == (5, 5, 5)
     ops = client.sql(f"SELECT op, count(*) AS n FROM t__changelog WHERE run_id = {run_id} GROUP BY op").collect()
-    assert {r["op"]: r["n"] for r in ops} == {"I": 5, "U": 5, "D": 5}
+    assert {r["op"]: r["n"] for r in ops} == {"I": 5, "U": 5, "UB": 5, "D": 5}
     chunks = {c["chunk_id"]: c for c in client.chunks(run_id)}
     assert all(c["is_completed"] for c in chunks.values())
     assert all(chunks[v]["attempts"] <= 1 for v in done_before)  # recorded vnodes were not merged again

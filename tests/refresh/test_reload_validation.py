@@ -73,6 +73,12 @@ def _nothing_created(client, name: str = "t") -> None:  # type: ignore[no-untype
             AnalysisError,
             "Table 't': primary key column 'k' is not a declared column",
         ),
+        (
+            f"CREATE TABLE t ({COLS}, sign int, PRIMARY KEY (id)) WITH (connector = 'files', path = '{{src}}', "
+            "format = 'csv', refresh_mode = 'FULL_RELOAD')",
+            AnalysisError,
+            "Table 't': column name 'sign' is reserved for the changelog",
+        ),
     ],
     ids=[
         "no-pk",
@@ -83,6 +89,7 @@ def _nothing_created(client, name: str = "t") -> None:  # type: ignore[no-untype
         "format",
         "path",
         "unknown-key",
+        "reserved-sign",
     ],
 )
 def test_create_errors_change_nothing(client, tmp_path: Path, ddl: str, error: type, message: str) -> None:  # type: ignore[no-untyped-def]

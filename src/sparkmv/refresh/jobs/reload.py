@@ -8,9 +8,11 @@ differences per vnode.
    merged, and a resumed run reuses a recorded load.
 3. Compute: merge batches of vnodes (at most ``merge_batch_rows`` staged + table rows
    each, at least one vnode): new table files for changed vnodes and changelog rows.
-4. Publish: commit the replaced vnodes to the table and the changelog rows to
+4. Publish: commit the replaced vnodes to the table and the changelog rows (``I``,
+   ``U`` + ``UB``, ``D`` with signs; see :mod:`sparkmv.refresh.reload.ddl`) to
    ``name__changelog`` (both tagged with the run id, so a resumed publish commits only
-   what is missing); the run records the inserted / updated / deleted counts.
+   what is missing; a changelog without ``sign`` gains it first); the run records the
+   inserted / updated / deleted counts.
 
 Everything else (lease, progress table, FINISHING, abort, resume, attempt limit, staging
 cleanup) is the lifecycle's (:mod:`sparkmv.refresh.lifecycle`).
@@ -38,7 +40,7 @@ from sparkmv.errors import ObjectNotFoundError, RefreshError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
 from sparkmv.refresh.lifecycle import ProgressCallback, RunLifecycle
-from sparkmv.refresh.reload.options import CHANGELOG_LEAF, TableDef, changelog_name
+from sparkmv.refresh.reload.options import CHANGELOG_LEAF, SIGN_COLUMN, TableDef, changelog_name
 from sparkmv.refresh.reload.source import SourceFile, StagedLoad, list_source, listing_from_json, listing_to_json
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
@@ -177,13 +179,19 @@ class TableReloadJob(Job[ReloadPlan]):
         Raises:
             ObjectNotFoundError: no such table.
             RefreshError: ``Table 'x' is not refreshable: it has no associated source with
-                refresh_mode FULL_RELOAD``.
+                refresh_mode FULL_RELOAD``; ``Table 'x' has a column named 'sign', reserved
+                for the changelog: ...`` (a table created before ``sign`` was reserved).
         """
         row = rt.catalog.objects.find(s, name)
         if row is None:
             raise ObjectNotFoundError(f"table '{name}' does not exist")
         if row.kind != ObjectKind.REFRESHABLE_TABLE or not TableDef.from_row(row).refreshable:
             raise RefreshError(not_refreshable_message(name))
+        if any(c.name == SIGN_COLUMN for c in TableDef.from_row(row).columns):
+            raise RefreshError(
+                f"Table '{name.display}' has a column named '{SIGN_COLUMN}', reserved for the changelog: "
+                "recreate the table with another name for that column"
+            )
         return cls(rt, row)
 
     def run_fields(self, request: Any) -> dict[str, Any]:
@@ -289,6 +297,7 @@ class TableReloadJob(Job[ReloadPlan]):
             table_root / attempt_name,
             load.vnodes,
             changelog_root / attempt_name,
+            self.plan.table_files,
         )
         self.rt.faults.hit("during_merge", self._merges)
         self._merges += 1
@@ -318,8 +327,10 @@ class TableReloadJob(Job[ReloadPlan]):
                     [str(v) for v in changed],
                     expected_snapshot_id=self.plan.table_snapshot,
                 )
+        log_name = changelog_name(self.name)
+        ensure_changelog_sign(store, log_name)
         if log_files:
-            _append_changelog(store, changelog_name(self.name), ctx.run_id, log_files)
+            _append_changelog(store, log_name, ctx.run_id, log_files)
         return snapshot_id
 
     def finish_fields(self, s: Session, run_id: int, chunks: list[ChunkRecord]) -> dict[str, Any]:
@@ -356,6 +367,25 @@ def _prune(root: Path, keep: set[Path]) -> None:
                 path.unlink(missing_ok=True)
             elif path.is_dir() and not any(path.iterdir()):
                 path.rmdir()
+
+
+def ensure_changelog_sign(store: IcebergStore, name: ObjectName) -> bool:
+    """Add the optional ``sign int`` column to changelog table ``name`` when it lacks it
+    (created by a sparkmv before the changelog carried retractions; see
+    :mod:`sparkmv.refresh.reload.ddl`). Its rows keep their values and read ``sign`` NULL.
+
+    Returns:
+        True when the schema was evolved, False when ``sign`` was already there.
+    """
+    from pyiceberg.types import IntegerType
+
+    table = store.load(name)
+    if SIGN_COLUMN in table.schema().column_names:
+        return False
+    with table.update_schema() as update:
+        update.add_column(SIGN_COLUMN, IntegerType(), doc="+1 for I and U rows, -1 for UB and D rows")
+    log.info("changelog %s: added column %s", name, SIGN_COLUMN)
+    return True
 
 
 def _append_changelog(store: IcebergStore, name: ObjectName, run_id: int, files: list[str]) -> None:

@@ -4,11 +4,35 @@ Creates two Iceberg tables and one catalog row:
 
 * ``name``: the declared columns plus ``_vnode int`` (``pmod(xxhash64(pk...), vnode_count)``),
   identity-partitioned on ``_vnode``; empty until the first ``REFRESH TABLE``.
-* ``name__changelog``: ``op string`` (``I``/``U``/``D``), the declared columns (key and
-  new values; values NULL for deletes), ``run_id bigint``; unpartitioned, append-only.
+* ``name__changelog``: ``op string``, the declared columns, ``run_id bigint``,
+  ``sign int``; unpartitioned, append-only (the changelog format below).
 * an ``smv_objects`` row of kind ``REFRESHABLE_TABLE`` whose ``options`` hold the source.
 
 Every validation error is raised before anything is created.
+
+The changelog format. Each change of a refresh run is written with its retraction, as
+RisingWave's Insert / UpdateDelete / UpdateInsert / Delete and Flink's +I / -U / +U / -D:
+
+======  ===========================================================  =====
+``op``  declared columns                                             sign
+======  ===========================================================  =====
+``I``   the inserted row                                             +1
+``UB``  update-before: the row's OLD values (every declared column)  -1
+``U``   update: the row's NEW values                                 +1
+``D``   the deleted row's OLD values (every declared column)         -1
+======  ===========================================================  =====
+
+Every ``U`` has its ``UB`` in the same run (same ``run_id``, same key). So for any run,
+the rows of that run weighted by ``sign`` sum to exactly (table after) minus (table
+before) as multisets of declared-column rows; rows within a run have no order. A run's
+``rows_updated`` counts one per update (not two rows). A run's rows are committed to the
+changelog in one Iceberg snapshot, tagged with the run id.
+
+Migration: changelog tables created before ``sign`` existed (``op`` ``I``/``U``/``D``,
+deletes with NULL values) gain an optional ``sign int`` column at their next reload
+(:func:`sparkmv.refresh.jobs.reload.ensure_changelog_sign`, before the run's rows are
+committed); their older rows keep their values and read ``sign`` NULL (and have no
+``UB`` rows).
 """
 
 from __future__ import annotations
@@ -34,6 +58,8 @@ from sparkmv.catalog import ObjectKind
 from sparkmv.errors import AnalysisError, InvalidPropertyError, ObjectExistsError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.reload.options import (
+    CHANGELOG_COLUMNS,
+    SIGN_COLUMN,
     VNODE_COLUMN,
     Column,
     TableDef,
@@ -112,7 +138,7 @@ def _check_columns(stmt: CreateRefreshableTable) -> None:
             raise AnalysisError(f"Table '{name}': duplicate column '{col.name}'")
         if col.name.startswith("_vnode") or col.name.startswith("__smv"):
             raise AnalysisError(f"Table '{name}': column name '{col.name}' is reserved")
-        if col.name in ("op", "run_id"):
+        if col.name in CHANGELOG_COLUMNS:
             raise AnalysisError(f"Table '{name}': column name '{col.name}' is reserved for the changelog")
         seen.add(col.name)
     if not stmt.primary_key:
@@ -130,8 +156,13 @@ def table_schema(schema: StructType) -> pa.Schema:
 
 
 def changelog_schema(schema: StructType) -> pa.Schema:
-    """Arrow schema of the changelog: ``op``, declared columns, ``run_id``."""
-    fields = [StructField("op", StringType(), True), *schema.fields, StructField("run_id", LongType(), True)]
+    """Arrow schema of the changelog: ``op``, declared columns, ``run_id``, ``sign``."""
+    fields = [
+        StructField("op", StringType(), True),
+        *schema.fields,
+        StructField("run_id", LongType(), True),
+        StructField(SIGN_COLUMN, IntegerType(), True),
+    ]
     return spark_to_arrow(StructType(fields))
 
 

@@ -12,8 +12,10 @@ both, different    update ``U`` (source values)                untouched (table 
 both, equal        untouched                                   untouched
 =================  ==========================================  =======================
 
-Only vnodes with at least one change get new table files (the whole vnode, rewritten);
-changelog rows carry ``op``, the key, the new values (NULL for deletes) and the run id.
+Only vnodes with at least one change get new table files (the whole vnode, rewritten).
+Changelog rows (the format of :mod:`sparkmv.refresh.reload.ddl`) are ``op``, the declared
+columns, ``run_id`` and ``sign``: ``I`` (new row, +1); for an update ``U`` (new row, +1)
+and ``UB`` (old row, -1); ``D`` (old row, -1).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
-from sparkmv.refresh.reload.options import CHANGELOG_LEAF, VNODE_COLUMN, TableDef
+from sparkmv.refresh.reload.options import CHANGELOG_LEAF, SIGN_COLUMN, VNODE_COLUMN, TableDef
 from sparkmv.storage.files import PARTITION_COPY, collect_staged, write_staged
 
 
@@ -54,6 +56,32 @@ class BatchResult:
     vnodes: dict[int, VnodeResult]
     changelog_files: list[str]
     changelog_rows: int
+
+
+_OLD = "__smv_old_"
+"""Prefix of the old (table) values of a declared column in the merged rows (by position)."""
+
+
+def changelog_frame(tdef: TableDef, run_id: int, new: DataFrame, old: DataFrame) -> DataFrame:
+    """The changelog rows of one batch, columns ``op``, declared columns, ``run_id``, ``sign``.
+
+    Args:
+        new: the inserted and updated rows: ``op`` (``I`` / ``U``) and the declared
+            columns with their new values; each becomes one row of sign +1.
+        old: the updated and deleted rows: ``op`` (``U`` / ``D``) and the declared
+            columns with their old (table) values; each becomes ``UB`` / ``D`` of sign -1.
+    """
+    cols = [F.col(f"`{c.name}`") for c in tdef.columns]
+    plus = new.select(F.col("op"), *cols, F.lit(1).alias(SIGN_COLUMN))
+    minus = old.select(
+        F.when(F.col("op") == "U", F.lit("UB")).otherwise(F.col("op")).alias("op"), *cols, F.lit(-1).alias(SIGN_COLUMN)
+    )
+    return plus.unionByName(minus).select(
+        F.col("op"),
+        *cols,
+        F.lit(run_id).cast("long").alias("run_id"),
+        F.col(SIGN_COLUMN).cast("int").alias(SIGN_COLUMN),
+    )
 
 
 def _schema(spark: SparkSession, tdef: TableDef) -> StructType:
@@ -84,6 +112,7 @@ def merge_batch(
     directory: Path,
     staged_by_vnode: dict[int, tuple[list[str], int]] | None = None,
     changelog_dir: Path | None = None,
+    table_by_vnode: dict[int, list[str]] | None = None,
 ) -> BatchResult:
     """Merge ``vnodes``: staged files vs the table's pinned files of those vnodes.
 
@@ -96,13 +125,18 @@ def merge_batch(
         changelog_dir: attempt directory for the changelog files (default ``directory``);
             they go to its ``__smv_changelog/``. Give one inside the changelog table's own
             location, so that a vacuum of the table never sees them as orphans.
+        table_by_vnode: vnode -> the table's pinned files (the narrow merge reads the old
+            rows of updated and deleted keys from the changed vnodes' files only); without
+            it ``table_files`` are read, filtered on ``_vnode``.
 
     Returns:
         Per-vnode counts and new files (every vnode of ``vnodes`` present), changelog files.
     """
     changelog_dir = changelog_dir or directory
     if tdef.on_conflict == "OVERWRITE" and staged_by_vnode is not None:
-        return _merge_overwrite(spark, tdef, run_id, vnodes, staged_by_vnode, table_files, changelog_dir)
+        return _merge_overwrite(
+            spark, tdef, run_id, vnodes, staged_by_vnode, table_files, changelog_dir, table_by_vnode
+        )
     schema = _schema(spark, tdef)
     s = _read(spark, staged_files, schema, "s__")
     t = _read(spark, table_files, schema, "t__")
@@ -128,33 +162,19 @@ def merge_batch(
         F.coalesce(F.col(f"s__{VNODE_COLUMN}"), F.col(f"t__{VNODE_COLUMN}")).alias(VNODE_COLUMN),
         op.alias("op"),
         in_s.alias("__keep"),
+        # the old row of an update or delete (NULL otherwise: cheap to cache)
+        *[F.when(op.isin("U", "D"), F.col(f"t__{c.name}")).alias(f"{_OLD}{i}") for i, c in enumerate(tdef.columns)],
     ).persist(StorageLevel.MEMORY_AND_DISK)
     try:
-        results = {v: VnodeResult() for v in vnodes}
-        for row in merged.groupBy(VNODE_COLUMN, "op").count().collect():
-            r = results.setdefault(int(row[VNODE_COLUMN]), VnodeResult())
-            n = int(row["count"])
-            if row["op"] == "I":
-                r.inserted += n
-            elif row["op"] == "U":
-                r.updated += n
-            elif row["op"] == "D":
-                r.deleted += n
-            if row["op"] != "D":
-                r.rows += n
+        results = _merged_counts(merged, vnodes)
         changed = sorted(v for v, r in results.items() if r.changed)
         if not changed:
             return BatchResult(results, [], 0)
-        log = merged.where(F.col("op").isNotNull()).select(
-            F.col("op"),
-            *[
-                F.col(f"`{c.name}`")
-                if c.name in tdef.primary_key
-                else F.when(F.col("op") == "D", F.lit(None)).otherwise(F.col(f"`{c.name}`")).alias(c.name)
-                for c in tdef.columns
-            ],
-            F.lit(run_id).cast("long").alias("run_id"),
+        new = merged.where(F.col("op").isin("I", "U"))
+        old = merged.where(F.col("op").isin("U", "D")).select(
+            F.col("op"), *[F.col(f"{_OLD}{i}").alias(c.name) for i, c in enumerate(tdef.columns)]
         )
+        log = changelog_frame(tdef, run_id, new, old)
         log_out = write_staged(log, changelog_dir / CHANGELOG_LEAF, None, max_files=2)
         table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
             *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
@@ -172,6 +192,45 @@ def merge_batch(
         return BatchResult(results, log_out.files, log_out.rows)
     finally:
         merged.unpersist()
+
+
+def _merged_counts(merged: DataFrame, vnodes: list[int]) -> dict[int, VnodeResult]:
+    """Per-vnode I/U/D counts and rows kept, from the merged rows' ``_vnode`` and ``op``."""
+    results = {v: VnodeResult() for v in vnodes}
+    for row in merged.groupBy(VNODE_COLUMN, "op").count().collect():
+        r = results.setdefault(int(row[VNODE_COLUMN]), VnodeResult())
+        n = int(row["count"])
+        if row["op"] == "I":
+            r.inserted += n
+        elif row["op"] == "U":
+            r.updated += n
+        elif row["op"] == "D":
+            r.deleted += n
+        if row["op"] != "D":
+            r.rows += n
+    return results
+
+
+def _old_rows(
+    spark: SparkSession,
+    schema: StructType,
+    changes: DataFrame,
+    vnodes: list[int],
+    table_files: list[str],
+    table_by_vnode: dict[int, list[str]] | None,
+) -> DataFrame:
+    """The table's rows of the updated and deleted keys of ``changes`` (``op``, declared
+    columns, ``_vnode``), read from the files of ``vnodes`` only (``table_by_vnode``; else
+    ``table_files`` filtered on ``_vnode``)."""
+    if table_by_vnode is not None:
+        files = [f for v in vnodes for f in table_by_vnode.get(v, [])]
+    else:
+        files = table_files if vnodes else []
+    t = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    keys = [c for c in changes.columns if c not in ("op", VNODE_COLUMN)]
+    return t.where(F.col(VNODE_COLUMN).isin(vnodes)).join(
+        F.broadcast(changes.where(F.col("op") != "I").drop(VNODE_COLUMN)), keys, "inner"
+    )
 
 
 def _row_hashes(df: DataFrame, values: list[str], prefix: str) -> list[Column]:
@@ -192,14 +251,16 @@ def _merge_overwrite(
     staged_by_vnode: dict[int, tuple[list[str], int]],
     table_files: list[str],
     changelog_dir: Path,
+    table_by_vnode: dict[int, list[str]] | None = None,
 ) -> BatchResult:
     """``OVERWRITE`` merge on narrow rows: key, vnode and two hashes of the values.
 
     The source is the truth, so a changed vnode's new table files *are* its staged files
     (declared columns + ``_vnode``, written by the load): nothing is rewritten. Only the
-    changelog's inserted/updated rows are read back from staging (joined with the small
-    set of changed keys). Two values are equal when both hashes are (xxhash64 and
-    murmur3, 96 bits).
+    changelog's rows are read back (joined with the small set of changed keys): inserted
+    and updated rows from staging, the old rows of updated and deleted keys from the
+    table's files of the vnodes that have such keys. Two values are equal when both
+    hashes are (xxhash64 and murmur3, 96 bits).
     """
     schema = _schema(spark, tdef)
     staged_files = [f for v in vnodes for f in staged_by_vnode.get(v, ([], 0))[0]]
@@ -238,15 +299,10 @@ def _merge_overwrite(
         changed = [v for v, r in results.items() if r.changed]
         if not changed:
             return BatchResult(results, [], 0)
-        upserts = s.join(F.broadcast(changes.where(F.col("op") != "D").drop(VNODE_COLUMN)), pk, "inner")
-        deletes = changes.where(F.col("op") == "D")
-        cols = [c.name for c in tdef.columns]
-        delete_cols = [F.col(f"`{c}`") if c in pk else F.lit(None).cast(schema[c].dataType).alias(c) for c in cols]
-        log = (
-            upserts.select(F.col("op"), *[F.col(f"`{c}`") for c in cols])
-            .unionByName(deletes.select(F.col("op"), *delete_cols))
-            .withColumn("run_id", F.lit(run_id).cast("long"))
-        )
+        new = s.join(F.broadcast(changes.where(F.col("op") != "D").drop(VNODE_COLUMN)), pk, "inner")
+        retracted = sorted(v for v in changed if results[v].updated or results[v].deleted)
+        old = _old_rows(spark, schema, changes, retracted, table_files, table_by_vnode)
+        log = changelog_frame(tdef, run_id, new, old)
         log_out = write_staged(log, changelog_dir / CHANGELOG_LEAF, None, max_files=2)
         for v in changed:
             results[v].files = list(staged_by_vnode.get(v, ([], 0))[0])

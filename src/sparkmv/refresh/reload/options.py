@@ -31,6 +31,10 @@ from sparkmv.refresh.properties import LEASE_SECONDS, check_lease
 VNODE_COLUMN = "_vnode"
 CHANGELOG_LEAF = "__smv_changelog"
 """Leaf directory of staged changelog files (how the publish tells them from table files)."""
+SIGN_COLUMN = "sign"
+"""The changelog's weight column: +1 for ``I``/``U`` rows, -1 for ``UB``/``D`` rows."""
+CHANGELOG_COLUMNS = ("op", "run_id", SIGN_COLUMN)
+"""Changelog columns besides the declared ones (so no declared column may be named so)."""
 FORMATS = ("csv", "parquet", "json")
 CONNECTORS = ("files", "jdbc")
 REFRESH_MODES = ("FULL_RELOAD",)
