@@ -184,10 +184,10 @@ CASES: list[tuple[str, list[str], int, str, bool]] = [
         False,
     ),
     (
-        "refresh_mode_incremental",
-        ["sql", "ALTER MATERIALIZED VIEW by_month SET PROPERTIES ('refresh_mode' = 'INCREMENTAL')"],
+        "incremental_ratio_negative",
+        ["sql", "ALTER MATERIALIZED VIEW by_month SET PROPERTIES ('incremental_max_change_ratio' = '-1')"],
         1,
-        "property 'refresh_mode' = 'INCREMENTAL' is not supported",
+        "property 'incremental_max_change_ratio' must be a number from 0 to 1e+09, not '-1'",
         False,
     ),
     (

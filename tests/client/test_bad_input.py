@@ -310,10 +310,10 @@ CASES: list[tuple[str, str, type[SparkMvError], str]] = [
         r"^property 'partition_refresh_number' must be an integer from 1 to 1000000, not '99999999999'$",
     ),
     (
-        "refresh_mode_incremental",
-        "ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'incremental')",
+        "incremental_ratio_not_a_number",
+        "ALTER MATERIALIZED VIEW mv SET PROPERTIES ('incremental_max_change_ratio' = 'lots')",
         InvalidPropertyError,
-        r"^property 'refresh_mode' = 'INCREMENTAL' is not supported: incremental refresh is not implemented yet",
+        r"^property 'incremental_max_change_ratio' must be a number from 0 to 1e\+09, not 'lots'$",
     ),
     (
         "table_lease",
