@@ -189,8 +189,8 @@ def cancel_a_running_refresh(target: SparkTarget, make_client: Any, tmp_path: Pa
     assert f"error: refresh run {run_id} of 'mv' CANCELLED: cancelled" in output, output
     assert elapsed < 20, f"the run ended {elapsed:.1f} s after the cancel"
 
-    jobs = tagged_jobs(target.event_log_dir, tag, earlier)
-    assert jobs and all(result is not None for result in jobs.values()), jobs
+    # A Connect server interrupts the operation at once and records its jobs' ends shortly after.
+    jobs = wait_for(lambda: _ended(target, tag, earlier), 30, f"the jobs tagged {tag} to end")
     killed = [r for r in jobs.values() if r and r["Result"] == "JobFailed"]
     assert killed and all("SPARK_JOB_CANCELLED" in r["Exception"]["Message"] for r in killed), jobs
 
@@ -211,6 +211,11 @@ def _running_run(client: Any, proc: subprocess.Popen[bytes], log: Path) -> Any:
 def _job_running(target: SparkTarget, proc: subprocess.Popen[bytes], log: Path, tag: str, earlier: set[JobKey]) -> bool:
     _check_running(proc, log)
     return any(result is None for result in tagged_jobs(target.event_log_dir, tag, earlier).values())
+
+
+def _ended(target: SparkTarget, tag: str, earlier: set[JobKey]) -> dict[JobKey, dict[str, Any] | None] | None:
+    jobs = tagged_jobs(target.event_log_dir, tag, earlier)
+    return jobs if jobs and all(result is not None for result in jobs.values()) else None
 
 
 def _check_running(proc: subprocess.Popen[bytes], log: Path) -> None:

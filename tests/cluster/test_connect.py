@@ -29,3 +29,16 @@ def test_cancel_a_refresh_running_through_connect(
     connect_target: SparkTarget, make_client: Any, tmp_path: Path
 ) -> None:
     cancel_a_running_refresh(connect_target, make_client, tmp_path)
+
+
+def test_a_spark_error_through_connect_is_one_line_and_the_details_go_to_the_log(
+    connect_target: SparkTarget, tmp_path: Path
+) -> None:
+    home = tmp_path / "home"
+    done = connect_target.cli(home, "sql", "SELECT nope")
+    log = home / "logs" / "spark.log"
+    assert done.returncode == 1 and done.stdout == "", done.stdout + done.stderr
+    first, second = done.stderr.splitlines()  # nothing else: no traceback, no JSON record
+    assert first.startswith("error: ") and "`nope` cannot be resolved" in first, first
+    assert second == f"Spark's log: {log}"
+    assert "UNRESOLVED_COLUMN" in log.read_text()
