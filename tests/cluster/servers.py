@@ -2,7 +2,7 @@
 master, one worker) and a Spark Connect server, all on 127.0.0.1 with free ports.
 
 Each server is a JVM started in its own process group (``spark-class`` and ``spark-submit``
-end in ``exec java``, so the pid is the JVM's); :meth:`SparkServer.stop` ends that group by
+end in ``exec``, so the pid is the JVM's); :meth:`SparkServer.stop` ends that group by
 its pid, with whatever it started (a worker's executors). Readiness is observed, never slept
 for: the master's JSON (``/json/``) listing an ALIVE worker, the Connect server's port
 accepting connections (it listens only once its SparkSession is up).
@@ -155,9 +155,9 @@ class StandaloneCluster:
         env = server_env(root)
         work = root / "work"
         work.mkdir(parents=True, exist_ok=True)
-        spark_class = str(spark_home() / "bin" / "spark-class")
+        spark_class = ["bash", str(spark_home() / "bin" / "spark-class")]  # whatever the file mode
         master = [
-            spark_class,
+            *spark_class,
             "org.apache.spark.deploy.master.Master",
             "--host",
             HOST,
@@ -167,7 +167,7 @@ class StandaloneCluster:
             str(cluster.webui_port),
         ]
         worker = [
-            spark_class,
+            *spark_class,
             "org.apache.spark.deploy.worker.Worker",
             cluster.master_url,
             "--host",
@@ -262,6 +262,7 @@ class ConnectServer:
             "spark.eventLog.rolling.enabled": "false",
         }
         command = [
+            "bash",
             str(spark_home() / "bin" / "spark-submit"),
             "--class",
             CONNECT_SERVER_CLASS,
