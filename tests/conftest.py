@@ -75,6 +75,18 @@ def spark():  # type: ignore[no-untyped-def]
     session.stop()
 
 
+TPCH_SCALE_FACTOR = 0.01
+
+
+@pytest.fixture(scope="session")
+def tpch(spark, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """TPC-H SF 0.01 as Hive-partitioned Parquet (:func:`sparkmv.demo.data.prepare`), generated
+    once per test session; tests may add files to it, never remove any."""
+    from sparkmv.demo.data import prepare
+
+    return prepare(spark, tmp_path_factory.mktemp("tpch"), TPCH_SCALE_FACTOR)
+
+
 ClientFactory = Callable[..., "object"]
 
 

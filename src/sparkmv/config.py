@@ -23,6 +23,8 @@ class Settings:
             database.
         warehouse: directory of Iceberg table data and metadata.
         spark_master: Spark master URL (``local[*]`` by default).
+        spark_remote: Spark Connect URL (``sc://host:port``); when set, Spark is reached
+            through Connect and ``spark_master`` is not used.
         spark_conf: extra Spark configuration, ``key -> value``.
         jdbc_jars: JDBC driver jars from ``SPARKMV_JDBC_JARS`` (paths separated by
             ``os.pathsep``); None when unset, empty when set to nothing (no driver jar:
@@ -35,6 +37,7 @@ class Settings:
     catalog_url: str
     warehouse: Path
     spark_master: str = "local[*]"
+    spark_remote: str | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
     jdbc_jars: tuple[str, ...] | None = None
     fault: str | None = None
@@ -48,25 +51,35 @@ class Settings:
         master: str | None = None,
         conf: dict[str, str] | None = None,
         env: dict[str, str] | None = None,
+        remote: str | None = None,
     ) -> Settings:
         """Build settings from arguments, then ``SPARKMV_HOME``, ``SPARKMV_CATALOG_URL``,
-        ``SPARKMV_SPARK_MASTER``, then defaults (``./.sparkmv``, SQLite, ``local[*]``); the
-        JDBC driver jars and fault injection come from the environment only.
+        ``SPARKMV_SPARK_MASTER``, ``SPARKMV_SPARK_REMOTE``, then defaults (``./.sparkmv``,
+        SQLite, ``local[*]``, no remote); the JDBC driver jars and fault injection come from
+        the environment only. A ``master`` argument overrides ``SPARKMV_SPARK_REMOTE`` (it
+        asks for a classic session); callers refuse ``master`` and ``remote`` together.
 
         >>> env = {"SPARKMV_JDBC_JARS": "/a.jar:/b.jar", "SPARKMV_FAULT": "before_publish"}
         >>> s = Settings.resolve(home="/h", env=env)
         >>> s.jdbc_jars, s.fault, s.fault_mode, s.catalog_url
         (('/a.jar', '/b.jar'), 'before_publish', 'exit', 'sqlite:////h/catalog.db')
+        >>> env = {"SPARKMV_SPARK_REMOTE": "sc://127.0.0.1:15002"}
+        >>> Settings.resolve(home="/h", env=env).spark_remote
+        'sc://127.0.0.1:15002'
+        >>> Settings.resolve(home="/h", master="yarn", env=env).spark_remote is None
+        True
         """
         environ = os.environ if env is None else env
         home_path = Path(home or environ.get("SPARKMV_HOME") or ".sparkmv").absolute()
         url = catalog_url or environ.get("SPARKMV_CATALOG_URL") or f"sqlite:///{home_path}/catalog.db"
         spark_master = master or environ.get("SPARKMV_SPARK_MASTER") or "local[*]"
+        spark_remote = remote or (None if master else environ.get("SPARKMV_SPARK_REMOTE")) or None
         return cls(
             home=home_path,
             catalog_url=url,
             warehouse=home_path / "warehouse",
             spark_master=spark_master,
+            spark_remote=spark_remote,
             spark_conf=dict(conf or {}),
             jdbc_jars=_path_list(environ.get("SPARKMV_JDBC_JARS")),
             fault=environ.get("SPARKMV_FAULT") or None,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -142,7 +143,14 @@ def _args(env: Env, argv: list[str]) -> list[str]:
 # (id, argv after --home HOME, exit code, part of the error line, needs Spark)
 CASES: list[tuple[str, list[str], int, str, bool]] = [
     # 1. command-line mistakes: usage line + error, exit 2
-    ("unknown_option", ["--remote", "sc://x", "sql", "SELECT 1"], 2, "No such option: --remote", False),
+    ("unknown_option", ["--remotely", "sc://x", "sql", "SELECT 1"], 2, "No such option: --remotely", False),
+    (
+        "master_and_remote",
+        ["--master", "local[1]", "--remote", "sc://127.0.0.1:15002", "status"],
+        2,
+        "Invalid value for '--remote': give --master or --remote, not both",
+        False,
+    ),
     ("unknown_command", ["nocmd"], 2, "No such command 'nocmd'", False),
     ("missing_option_value", ["runs", "--limit"], 2, "Option '--limit' requires an argument", False),
     ("limit_out_of_range", ["runs", "by_month", "--limit", "0"], 2, "Invalid value for '--limit'", False),
@@ -349,6 +357,15 @@ def test_parse_error_and_bad_master_start_no_jvm(env: Env) -> None:
     assert_one_error(outcome, 1, "cannot parse SQL at line 1, column 25")
     outcome = run_subprocess(["--home", str(env.home), "--master", "nonsense://x", "sql", "SELECT 1"])
     assert_one_error(outcome, 1, "Spark master 'nonsense://x' is not valid")
+    outcome = run_subprocess(["--home", str(env.home), "--master", "sc://127.0.0.1:15002", "sql", "SELECT 1"])
+    assert_one_error(outcome, 1, "Spark master 'sc://127.0.0.1:15002' is a Spark Connect URL: give it as the remote")
+    outcome = run_subprocess(["--home", str(env.home), "--remote", "http://127.0.0.1:15002", "sql", "SELECT 1"])
+    assert_one_error(outcome, 1, "Spark Connect URL 'http://127.0.0.1:15002' is not valid: use sc://HOST:PORT")
+    with socket.socket() as sock:  # a port nothing listens on: bound, never listening
+        sock.bind(("127.0.0.1", 0))
+        remote = f"sc://127.0.0.1:{sock.getsockname()[1]}"
+        outcome = run_subprocess(["--home", str(env.home), "--remote", remote, "sql", "SELECT 1"])
+    assert_one_error(outcome, 1, f"cannot reach the Spark Connect server at {remote}: Connection refused")
     assert log.exists() == existed, "no JVM was started, so it wrote no log"
     assert state_of(env.home, env.sales) == before
 

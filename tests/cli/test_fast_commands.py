@@ -28,7 +28,8 @@ try:
     main()
 except SystemExit as exc:
     code = exc.code or 0
-# pandas is not counted: pyarrow.dataset (which pyiceberg reads with) loads it when installed.
+# (pandas is not counted: pyarrow.dataset, which pyiceberg's FileIO imports, loads it whenever
+# it is installed, and Spark Connect's client needs it installed.)
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyspark", "py4j"})
 print(json.dumps({"code": code, "heavy": heavy}), file=sys.__stderr__)
 """

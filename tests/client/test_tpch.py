@@ -5,26 +5,18 @@ equal again."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
 
 from sparkmv.catalog import RunState
 from sparkmv.client.client import Client
-from sparkmv.demo.data import DEMO_MVS, TpchLayout, prepare
+from sparkmv.demo.data import DEMO_MVS, TpchLayout
 from sparkmv.demo.run import difference
 
 pytestmark = [pytest.mark.spark, pytest.mark.slow]
 
-SCALE_FACTOR = 0.01
 CHANGED_MONTH = "1995-06"
-
-
-@pytest.fixture(scope="session")
-def tpch(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> TpchLayout:
-    """TPC-H SF 0.01 as Hive-partitioned Parquet, generated once per test session."""
-    return prepare(spark, tmp_path_factory.mktemp("tpch"), SCALE_FACTOR)
 
 
 def _create_all(client: Client, layout: TpchLayout) -> None:

@@ -49,6 +49,7 @@ class _State:
         self.home: str | None = None
         self.catalog_url: str | None = None
         self.master: str | None = None
+        self.remote: str | None = None
         self.conf: dict[str, str] = {}
         self.debug = False
         self._client: Client | None = None
@@ -57,7 +58,9 @@ class _State:
         if self._client is None:
             from sparkmv.client.client import Client
 
-            self._client = Client(self.home, self.catalog_url, master=self.master, conf=self.conf, recover=recover)
+            self._client = Client(
+                self.home, self.catalog_url, master=self.master, conf=self.conf, recover=recover, remote=self.remote
+            )
         return self._client
 
 
@@ -91,12 +94,20 @@ def main_options(
     catalog_url: Annotated[
         str | None, typer.Option(help="Catalog database URL (SPARKMV_CATALOG_URL, default SQLite in home).")
     ] = None,
-    master: Annotated[str | None, typer.Option(help="Spark master (SPARKMV_SPARK_MASTER, default local[*]).")] = None,
+    master: Annotated[
+        str | None,
+        typer.Option(help="Spark master: local[N], spark://HOST:PORT, yarn, k8s://URL (SPARKMV_SPARK_MASTER)."),
+    ] = None,
+    remote: Annotated[
+        str | None, typer.Option(help="Spark Connect server sc://HOST:PORT instead of a master (SPARKMV_SPARK_REMOTE).")
+    ] = None,
     conf: Annotated[list[str] | None, typer.Option(help="Spark configuration key=value (repeatable).")] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and debug logs.")] = False,
 ) -> None:
     """Global options."""
-    state.home, state.catalog_url, state.master = home, catalog_url, master
+    if master and remote:
+        raise typer.BadParameter("give --master or --remote, not both", param_hint="'--remote'")
+    state.home, state.catalog_url, state.master, state.remote = home, catalog_url, master, remote
     state.conf = _parse_conf(conf or [])
     state.debug = debug
     logging.basicConfig(

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
 from sparkmv.config import Settings
-from sparkmv.errors import ObjectNotFoundError, RefreshError, RefreshFailedError
+from sparkmv.errors import ObjectNotFoundError, RefreshError, RefreshFailedError, SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
@@ -70,11 +70,16 @@ class Client:
     Args:
         home: state directory (default ``SPARKMV_HOME`` or ``./.sparkmv``).
         catalog_url: SQLAlchemy URL of the catalog (default SQLite in ``home``).
-        spark: an existing SparkSession to use (default: one is created on first need).
-        master, conf: Spark master and extra configuration for a new session.
+        spark: an existing SparkSession to use, classic or Spark Connect (default: one is
+            created on first need).
+        master, conf: Spark master (``local[*]``, ``spark://host:port``, ``yarn``,
+            ``k8s://...``) and extra configuration for a new session.
+        remote: Spark Connect URL (``sc://host:port``) for a new session instead of a master
+            (default ``SPARKMV_SPARK_REMOTE``).
         recover: resume runs whose lease expired when the client opens (cheap when none).
 
     Raises:
+        SparkMvError: when both ``master`` and ``remote`` are given.
         CatalogError: when the catalog database cannot be opened.
     """
 
@@ -86,8 +91,11 @@ class Client:
         master: str | None = None,
         conf: dict[str, str] | None = None,
         recover: bool = True,
+        remote: str | None = None,
     ) -> None:
-        self.settings = Settings.resolve(home, catalog_url, master, conf)
+        if master and remote:
+            raise SparkMvError("give a Spark master or a Spark Connect remote, not both")
+        self.settings = Settings.resolve(home, catalog_url, master, conf, remote=remote)
         self.runtime = Runtime(self.settings, spark=spark)
         if recover and self._has_expired_runs():
             self.recover()

@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sparkmv.client.client import Client
-from sparkmv.demo.data import DEMO_MVS, prepare
+from sparkmv.demo.data import DEMO_MVS, TpchLayout, prepare
 
 
 def difference(client: Client, mv: str, query: str) -> tuple[int, int]:
@@ -40,12 +40,9 @@ def check_all(client: Client, console: Console) -> bool:
     return ok
 
 
-def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Console) -> bool:
-    """Run the demo; returns True when every check passed."""
-    t0 = time.monotonic()
-    console.print(f"[bold]sparkmv demo[/bold]: TPC-H scale factor {scale_factor:g}, data in {data_dir}")
-    layout = prepare(client.spark, data_dir.absolute(), scale_factor)  # LOCATION must be absolute
-    console.print(f"data ready in {time.monotonic() - t0:.1f} s")
+def create_objects(client: Client, layout: TpchLayout) -> None:
+    """(Re)create the external tables ``lineitem``, ``orders``, ``customer`` over ``layout``
+    and the demo MVs (:data:`sparkmv.demo.data.DEMO_MVS`), not refreshed yet (``REFRESH DEFERRED``)."""
     for name in DEMO_MVS:
         client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
     for table in ("lineitem", "orders", "customer"):
@@ -58,6 +55,15 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
         if props:
             prop_sql = " PROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")"
         client.sql(f"CREATE MATERIALIZED VIEW {name} PARTITION BY {part} REFRESH DEFERRED{prop_sql} AS {query}")
+
+
+def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Console) -> bool:
+    """Run the demo; returns True when every check passed."""
+    t0 = time.monotonic()
+    console.print(f"[bold]sparkmv demo[/bold]: TPC-H scale factor {scale_factor:g}, data in {data_dir}")
+    layout = prepare(client.spark, data_dir.absolute(), scale_factor)  # LOCATION must be absolute
+    console.print(f"data ready in {time.monotonic() - t0:.1f} s")
+    create_objects(client, layout)
     for name in DEMO_MVS:
         run = client.refresh(name)
         console.print(

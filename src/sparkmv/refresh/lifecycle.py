@@ -97,8 +97,8 @@ def job_tag(run_id: int) -> str:
 
 
 def chunk_job_group(run_id: int, chunk_id: int) -> str:
-    """The Spark job group of one chunk (the first of its batch) of a run
-    (``statusTracker().getJobIdsForGroup``)."""
+    """The Spark job group of one chunk (the first of its batch) of a run (classic:
+    ``statusTracker().getJobIdsForGroup``; Spark Connect: an operation tag)."""
     return f"sparkmv-run-{run_id}-chunk-{chunk_id}"
 
 
@@ -455,25 +455,26 @@ class RunLifecycle:
 
     @contextmanager
     def _spark_scope(self, monitor: RunMonitor, run_id: int, group: str, description: str) -> Iterator[None]:
-        """Spark jobs inside run under ``group`` and the run's tag (cancelled together)."""
-        sc = self.rt.spark.sparkContext
-        sc.setJobGroup(group, description, True)
-        sc.addJobTag(job_tag(run_id))
-        self._chunk_running = True
-        try:
-            # A cancel read just before the tag was set would not have reached Spark.
-            if monitor.stopping:
-                raise RefreshCancelledError(f"run {run_id} stopped before {description}")
-            yield
-        finally:
-            self._chunk_running = False
-            sc.removeJobTag(job_tag(run_id))
-            sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+        """Spark jobs inside run under ``group`` and the run's tag (cancelled together),
+        on a classic or a Spark Connect session alike (:func:`sparkmv.storage.spark.job_scope`)."""
+        from sparkmv.storage.spark import job_scope
+
+        with job_scope(self.rt.spark, job_tag(run_id), group, description):
+            self._chunk_running = True
+            try:
+                # A cancel read just before the tag was set would not have reached Spark.
+                if monitor.stopping:
+                    raise RefreshCancelledError(f"run {run_id} stopped before {description}")
+                yield
+            finally:
+                self._chunk_running = False
 
     def _cancel_jobs(self, run_id: int) -> None:
         """Cancel every running Spark job of the run (called from the monitor thread)."""
         if self.rt.has_spark:
-            self.rt.spark.sparkContext.cancelJobsWithTag(job_tag(run_id))
+            from sparkmv.storage.spark import cancel_jobs
+
+            cancel_jobs(self.rt.spark, job_tag(run_id))
 
     def _sleep_checked(self, monitor: RunMonitor, seconds: float) -> None:
         end = time.monotonic() + seconds

@@ -74,11 +74,13 @@ class Runtime:
 
     @property
     def spark(self) -> SparkSession:
-        """The process's SparkSession (started on first use)."""
+        """The process's SparkSession (started on first use): classic on the settings' master,
+        or Spark Connect when they name a remote."""
         if self._spark is None:
             from sparkmv.storage.spark import get_spark
 
-            self._spark = get_spark(self.settings.spark_master, self.settings.spark_conf, log_home=self.settings.home)
+            s = self.settings
+            self._spark = get_spark(s.spark_master, s.spark_conf, log_home=s.home, remote=s.spark_remote)
         return self._spark
 
     @property

@@ -1,4 +1,12 @@
-"""The process's one SparkSession, created lazily with sparkmv's defaults.
+"""The process's one SparkSession, classic or Spark Connect, created lazily with sparkmv's
+defaults, and the few session calls that differ between the two (job tags, cancel).
+
+A classic session runs a driver JVM in this process (``local[*]``, ``spark://``, ``yarn``,
+``k8s://``); a Spark Connect session (``sc://host:port``) talks to a server that runs the
+driver. Everything else sparkmv does with Spark (DataFrames, SQL, temporary views, reading and
+writing files, ``createDataFrame`` from rows) is the same API on both. One process holds one
+kind: creating a Connect session makes pyspark dispatch its functions to Connect for the whole
+process (``SPARK_CONNECT_MODE_ENABLED``), so a classic session cannot be used beside it.
 
 Defaults: Spark's log to a file under the home, no console progress bars (sparkmv prints its own), Parquet
 timestamps as ``TIMESTAMP_MICROS`` (Iceberg has no INT96), session time zone UTC, a small
@@ -9,13 +17,16 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pyspark.sql import SparkSession
 
 from sparkmv.errors import StorageError
-from sparkmv.storage.spark_log import check_master, console_output_to, log_conf, log_path
+from sparkmv.storage.spark_log import check_master, console_output_to, log_conf, log_path, remote_address
 
 DEFAULT_CONF: dict[str, str] = {
     "spark.ui.enabled": "false",
@@ -34,36 +45,115 @@ QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
 
 
 def get_spark(
-    master: str = "local[*]", conf: dict[str, str] | None = None, log_home: Path | None = None
+    master: str = "local[*]",
+    conf: dict[str, str] | None = None,
+    log_home: Path | None = None,
+    remote: str | None = None,
 ) -> SparkSession:
-    """The active SparkSession, or a new one for ``master`` with ``conf`` over the defaults.
+    """The active SparkSession, or a new one: classic for ``master``, or a Spark Connect
+    session on the server at ``remote`` (``sc://host:port``, which then wins over ``master``),
+    with ``conf`` over the defaults.
 
     Only the first call in a process configures the session (Spark allows one per JVM);
     later calls return it unchanged. With ``log_home``, a new session's JVM logs to
     ``<log_home>/logs/spark.log`` instead of the terminal (see :mod:`sparkmv.storage.spark_log`).
+    A Connect session has no JVM here: only the runtime SQL settings of the defaults (``spark.sql.*``)
+    and of ``conf`` apply to it (the server's own configuration is the server's), and only the
+    Python side logs to that file.
 
     Raises:
-        StorageError: when ``master`` is not a Spark master URL, or the log directory
-            under ``log_home`` cannot be created.
+        StorageError: when ``master`` is not a Spark master URL, ``remote`` is not a Spark
+            Connect URL or nothing listens there, or the log directory under ``log_home``
+            cannot be created.
         pyspark / py4j errors: when Spark does not start (no Java, an unreachable master).
     """
     with _lock:
         active = SparkSession.getActiveSession()
         if active is not None:
             return active
+        if remote:
+            return _start_remote(remote, conf or {}, log_home)
         check_master(master)
         os.environ.setdefault("PYSPARK_PYTHON", _python())
         settings = {**DEFAULT_CONF, **(conf or {})}
         if log_home is None:
             return _start(master, settings)
-        try:
-            settings = log_conf(log_home, settings)
-        except OSError as exc:
-            raise StorageError(f"cannot create Spark's log directory under {log_home}: {exc.strerror}") from exc
+        settings = _log_conf(log_home, settings)
         with console_output_to(log_path(log_home)):
             spark = _start(master, settings)
         _query_context_loggers_to(log_path(log_home))
         return spark
+
+
+def is_connect(spark: SparkSession) -> bool:
+    """True when ``spark`` is a Spark Connect session (checked by class, as pyspark has no flag)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+@contextmanager
+def job_scope(spark: SparkSession, tag: str, group: str, description: str) -> Iterator[None]:
+    """Spark jobs this thread starts inside the block carry ``tag`` (all cancelled together
+    by :func:`cancel_jobs`, from any thread) and ``group`` (the jobs of one unit of work).
+
+    Classic: ``group`` is the SparkContext job group (with ``description``, tasks interrupted
+    on cancel) and ``tag`` a SparkContext job tag. Connect: both are session operation tags
+    (``SparkSession.addTag``). Classic sessions have ``addTag`` too, but there a tag added by
+    one thread can only be interrupted from that same thread, and a cancel comes from the
+    run's monitor thread; hence the SparkContext calls there.
+    """
+    if is_connect(spark):
+        spark.addTag(tag)
+        spark.addTag(group)
+        try:
+            yield
+        finally:
+            spark.removeTag(group)
+            spark.removeTag(tag)
+        return
+    sc = spark.sparkContext
+    sc.setJobGroup(group, description, True)
+    sc.addJobTag(tag)
+    try:
+        yield
+    finally:
+        sc.removeJobTag(tag)
+        sc.setLocalProperty("spark.jobGroup.id", None)  # type: ignore[arg-type]
+
+
+def cancel_jobs(spark: SparkSession, tag: str) -> None:
+    """Cancel every running Spark job (Connect: every operation) that carries ``tag``
+    (see :func:`job_scope`); safe to call from any thread, a no-op when none runs."""
+    if is_connect(spark):
+        spark.interruptTag(tag)
+    else:
+        spark.sparkContext.cancelJobsWithTag(tag)
+
+
+def _log_conf(log_home: Path, settings: dict[str, str]) -> dict[str, str]:
+    try:
+        return log_conf(log_home, settings)
+    except OSError as exc:
+        raise StorageError(f"cannot create Spark's log directory under {log_home}: {exc.strerror}") from exc
+
+
+def _start_remote(remote: str, conf: dict[str, str], log_home: Path | None) -> SparkSession:
+    """A Spark Connect session on ``remote`` with the runtime SQL defaults and ``conf``."""
+    host, port = remote_address(remote)
+    try:  # pyspark's client retries an unreachable server for minutes: fail at once instead
+        socket.create_connection((host, port), timeout=10).close()
+    except OSError as exc:
+        raise StorageError(f"cannot reach the Spark Connect server at {remote}: {exc.strerror or exc}") from exc
+    os.environ.setdefault("GRPC_VERBOSITY", "ERROR")  # grpc's C core would print to the terminal
+    settings = {k: v for k, v in DEFAULT_CONF.items() if k.startswith("spark.sql.")} | conf
+    if log_home is not None:
+        _log_conf(log_home, {})  # the Python loggers to the file
+    builder = SparkSession.builder.remote(remote).appName("sparkmv")
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if log_home is not None:
+        _query_context_loggers_to(log_path(log_home))
+    return spark
 
 
 def _query_context_loggers_to(path: Path) -> None:

@@ -38,6 +38,7 @@ logger.hadoop.level = error
 """
 
 _PYTHON_LOGGERS = ("py4j", "pyspark")
+_SPARK_MODULES = (*_PYTHON_LOGGERS, "grpc")  # grpc: the transport of Spark Connect
 
 
 def log_path(home: Path) -> Path:
@@ -68,7 +69,10 @@ def log_conf(home: Path, conf: dict[str, str]) -> dict[str, str]:
     return {**conf, JAVA_OPTIONS: f"{options} -Dlog4j2.configurationFile=file:{config}".strip()}
 
 
-_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|yarn|(spark|k8s|sc)://\S+)$")
+_MASTER = re.compile(r"^(local(\[(\*|\d+)(,\s*\d+)?\])?|local-cluster\[\d+,\s*\d+,\s*\d+\]|yarn|(spark|k8s)://\S+)$")
+_REMOTE = re.compile(r"^sc://(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::(?P<port>\d{1,5}))?/?(?:;\S*)?$")
+DEFAULT_CONNECT_PORT = 15002
+"""The port of a Spark Connect URL that names none (Spark's ``spark.connect.grpc.binding.port``)."""
 
 
 def check_master(master: str) -> None:
@@ -76,14 +80,44 @@ def check_master(master: str) -> None:
 
     Raises:
         StorageError: for anything but ``local``, ``local[N]``, ``local[*]``, ``local[N,F]``,
-            ``local-cluster[...]``, ``yarn``, ``spark://...``, ``k8s://...``, ``sc://...``.
+            ``local-cluster[...]``, ``yarn``, ``spark://...``, ``k8s://...``; a Spark Connect
+            URL (``sc://...``) is refused with a pointer to the remote setting.
     """
-    if not _MASTER.match(master.strip()):
-        from sparkmv.errors import StorageError
+    from sparkmv.errors import StorageError
 
+    text = master.strip()
+    if text.startswith("sc://"):
+        raise StorageError(
+            f"Spark master {master!r} is a Spark Connect URL: give it as the remote "
+            "(--remote, SPARKMV_SPARK_REMOTE or Client(remote=...))"
+        )
+    if not _MASTER.match(text):
         raise StorageError(
             f"Spark master {master!r} is not valid: use local[*], local[N], spark://HOST:PORT, yarn or k8s://URL"
         )
+
+
+def remote_address(remote: str) -> tuple[str, int]:
+    """The host and port of a Spark Connect URL ``sc://host[:port][/;param=value...]``
+    (port 15002 when it names none; the parameters, such as ``token``, are Spark's).
+
+    >>> remote_address("sc://127.0.0.1:15099")
+    ('127.0.0.1', 15099)
+    >>> remote_address("sc://spark.example.com/;use_ssl=true;token=abc")
+    ('spark.example.com', 15002)
+    >>> remote_address("sc://[::1]:15002")
+    ('::1', 15002)
+
+    Raises:
+        StorageError: when ``remote`` is not such a URL, or its port is not 1..65535.
+    """
+    from sparkmv.errors import StorageError
+
+    found = _REMOTE.match(remote.strip())
+    port = int(found.group("port") or DEFAULT_CONNECT_PORT) if found else 0
+    if found is None or not 0 < port < 65536:
+        raise StorageError(f"Spark Connect URL {remote!r} is not valid: use sc://HOST:PORT")
+    return found.group("host").strip("[]"), port
 
 
 @contextmanager
@@ -121,8 +155,9 @@ def _python_loggers_to_file(path: Path) -> None:
 
 
 def is_spark_error(exc: BaseException) -> bool:
-    """True for an exception raised by pyspark or py4j (checked by module, without importing them)."""
-    return any(cls.__module__.split(".")[0] in _PYTHON_LOGGERS for cls in type(exc).__mro__)
+    """True for an exception raised by pyspark, py4j or grpc (Spark Connect's transport),
+    checked by module, without importing them."""
+    return any(cls.__module__.split(".")[0] in _SPARK_MODULES for cls in type(exc).__mro__)
 
 
 _NOISE = ("JVM stacktrace", "at ", "py4j", "An error occurred while calling", "Traceback", "File ")

@@ -129,7 +129,8 @@ def read_query(spark: SparkSession, table: str, options: dict[str, Any], configu
     """
     url: str = options["url"]
     secret = password(options, table)
-    spark_jars = spark.sparkContext.getConf().get("spark.jars", "") or ""
+    # The session's configuration holds the SparkConf on a classic session and the server's on Connect.
+    spark_jars = spark.conf.get("spark.jars", "") or ""
     jars = driver_jars(spark_jars, url, split_jars(options.get("jars") or ""), configured)
     if jars is None:
         return _read_postgres_psycopg(spark, url, options, secret)
