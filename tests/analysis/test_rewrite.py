@@ -228,6 +228,14 @@ NOT_REWRITTEN = [
         "q1_month: it aggregates, the query does not",
     ),
     (
+        f"SELECT l_returnflag, sum(l_quantity) FROM lineitem {Q1_WHERE} GROUP BY ROLLUP(l_returnflag)",
+        "q1_month: the query cannot be matched: LATERAL VIEW, ROLLUP, CUBE and grouping sets are not matched",
+    ),
+    (
+        f"SELECT l_returnflag, sum(l_quantity) FROM lineitem {Q1_WHERE} GROUP BY l_returnflag WITH CUBE",
+        "q1_month: the query cannot be matched: LATERAL VIEW, ROLLUP, CUBE and grouping sets are not matched",
+    ),
+    (
         "SELECT a.l_orderkey FROM lineitem a JOIN lineitem b ON a.l_orderkey = b.l_partkey WHERE a.l_quantity > 10",
         "big_items: the query cannot be matched: it reads lineitem twice",
     ),

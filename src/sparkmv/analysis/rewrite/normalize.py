@@ -173,7 +173,13 @@ def select_block(select: exp.Select) -> Block:
     group = select.args.get("group")
     keys = list(group.expressions) if group is not None else []
     aggregate = group is not None or any(_has_aggregate(item) for item in select.expressions)
-    if select.args.get("laterals") or (group is not None and not keys):
+    sets = (exp.Rollup, exp.Cube, exp.GroupingSets)
+    grouping_sets = group is not None and (
+        not keys
+        or any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals"))
+        or any(isinstance(k, sets) for k in keys)
+    )
+    if select.args.get("laterals") or grouping_sets:
         problem = problem or "LATERAL VIEW, ROLLUP, CUBE and grouping sets are not matched"
     return Block(select, frozenset(aliases.values()), shape, parts, keys, aggregate, problem)
 
