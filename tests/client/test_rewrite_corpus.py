@@ -191,8 +191,8 @@ def test_explain_and_switches(rw: Client) -> None:
     )
     assert lines[2:] == [
         "rejected MVs:",
-        "  segment: it reads cust, li, ord, the query reads li",
         "  big: its predicate l_quantity > 20 is not implied by the query",
+        "  segment: it reads cust, li, ord, the query reads li",
     ]
     before = REGISTRY.get_sample_value("sparkmv_mv_rewrite_total", {"mv": "q1"}) or 0
     rw.sql(sql)
