@@ -92,13 +92,16 @@ ClientFactory = Callable[..., "object"]
 
 @pytest.fixture
 def make_client(spark, tmp_path: Path) -> Iterator[Callable[..., object]]:  # type: ignore[no-untyped-def]
-    """Build Clients on a fresh home (``catalog_url`` optional) sharing the SparkSession."""
+    """Build Clients on a fresh home (``catalog_url`` optional) sharing the SparkSession.
+
+    Query rewrite is off unless asked for: tests compare an MV with its query run over the
+    base tables, which rewrite would answer from the MV itself."""
     from sparkmv.client.client import Client
 
     made: list[Client] = []
 
-    def factory(home: Path | None = None, catalog_url: str | None = None) -> Client:
-        c = Client(home=home or tmp_path / "home", catalog_url=catalog_url, spark=spark)
+    def factory(home: Path | None = None, catalog_url: str | None = None, rewrite: bool = False) -> Client:
+        c = Client(home=home or tmp_path / "home", catalog_url=catalog_url, spark=spark, rewrite=rewrite)
         made.append(c)
         return c
 

@@ -256,3 +256,44 @@ def test_invalid_names(sql: str, message: str) -> None:
 def test_double_quoted_name_is_a_string_not_a_name() -> None:
     with pytest.raises(ParseError, match=r"^cannot parse SQL at line 1, column 23: expected a name, found '\"x y\"'$"):
         parse_statement("CREATE EXTERNAL TABLE \"x y\" USING parquet LOCATION '/x'")
+
+
+def _error(statement: str) -> str:
+    with pytest.raises(ParseError) as info:
+        parse_statement(statement)
+    return str(info.value)
+
+
+def test_explain_query_and_set_rewrite_switch() -> None:
+    from sparkmv.sql.statements import ExplainQuery, SetVariable
+
+    assert parse_statement("EXPLAIN SELECT a FROM t") == ExplainQuery("SELECT a FROM t")
+    assert parse_statement("explain WITH x AS (SELECT 1) SELECT * FROM x;") == ExplainQuery(
+        "WITH x AS (SELECT 1) SELECT * FROM x"
+    )
+    switch = "enable_materialized_view_rewrite"
+    assert parse_statement(f"SET {switch} = false") == SetVariable(switch, False)
+    assert parse_statement(f"set {switch.upper()} = 'true'") == SetVariable(switch, True)
+    assert _error("SET foo = 1") == f"unknown session variable 'foo'; known: {switch}"
+    assert _error(f"SET {switch} = 3") == f"{switch} must be true or false, not '3'"
+    assert _error("EXPLAIN DROP TABLE x") == (
+        "cannot parse SQL at line 1, column 9: expected REFRESH MATERIALIZED VIEW or a query after EXPLAIN, "
+        "found 'DROP'"
+    )
+
+
+def test_rewrite_properties_are_validated() -> None:
+    from sparkmv.errors import InvalidPropertyError
+    from sparkmv.refresh.properties import MvProperties
+
+    p = MvProperties.parse({"query_rewrite_consistency": "loose", "mv_rewrite_staleness_second": "60"})
+    assert (p.query_rewrite_consistency, p.mv_rewrite_staleness_second) == ("LOOSE", 60)
+    assert (MvProperties().query_rewrite_consistency, MvProperties().mv_rewrite_staleness_second) == ("CHECKED", None)
+    with pytest.raises(InvalidPropertyError) as info:
+        MvProperties.parse({"query_rewrite_consistency": "sometimes"})
+    assert str(info.value) == (
+        "property 'query_rewrite_consistency' must be one of CHECKED, LOOSE, DISABLE, not 'sometimes'"
+    )
+    with pytest.raises(InvalidPropertyError) as info:
+        MvProperties.parse({"mv_rewrite_staleness_second": "-1"})
+    assert str(info.value) == "property 'mv_rewrite_staleness_second' must be an integer from 0 to 315360000, not '-1'"

@@ -331,6 +331,16 @@ def _function_name(node: exp.Func) -> str:
     return match.group(0) if match else ""
 
 
+def is_aggregate_call(node: exp.Expr) -> bool:
+    """True for a call of a Spark aggregate function (``sum``, ``count``, ``max_by``, ...),
+    whether sqlglot knows it (:class:`sqlglot.exp.AggFunc`) or not (``spark_aggregates.txt``).
+
+    >>> is_aggregate_call(exp.Sum(this=exp.column("x"))), is_aggregate_call(exp.column("x"))
+    (True, False)
+    """
+    return _is_aggregate(node)
+
+
 def _is_aggregate(node: exp.Expr) -> bool:
     if isinstance(node, exp.Anonymous):
         return node.name.lower() in _names("spark_aggregates.txt")

@@ -30,6 +30,7 @@ from sparkmv.refresh.runtime import Runtime
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+    from sparkmv.analysis.rewrite import RewriteResult
     from sparkmv.refresh.lifecycle import ProgressCallback
     from sparkmv.refresh.planner import RefreshRequest
     from sparkmv.refresh.recovery import RecoveryOutcome
@@ -77,6 +78,8 @@ class Client:
         remote: Spark Connect URL (``sc://host:port``) for a new session instead of a master
             (default ``SPARKMV_SPARK_REMOTE``).
         recover: resume runs whose lease expired when the client opens (cheap when none).
+        rewrite: answer queries from fresh-enough materialized views (query rewrite, see
+            :mod:`sparkmv.services.rewrite`); also ``SET enable_materialized_view_rewrite``.
 
     Raises:
         SparkMvError: when both ``master`` and ``remote`` are given.
@@ -92,9 +95,11 @@ class Client:
         conf: dict[str, str] | None = None,
         recover: bool = True,
         remote: str | None = None,
+        rewrite: bool = True,
     ) -> None:
         if master and remote:
             raise SparkMvError("give a Spark master or a Spark Connect remote, not both")
+        self.rewrite_enabled = rewrite
         self.settings = Settings.resolve(home, catalog_url, master, conf, remote=remote)
         self.runtime = Runtime(self.settings, spark=spark)
         if recover and self._has_expired_runs():
@@ -163,9 +168,21 @@ class Client:
                     answer = system_table_rows(rt, sql)
                     if answer is not None:
                         return StatementResult(rows=Rows(*answer))
-                from sparkmv.client.queries import run_query
+                from sparkmv.client.queries import run_query, run_rewritten
 
+                if self.rewrite_enabled:
+                    rewritten = self.rewrite(sql)
+                    if rewritten.rewritten:
+                        return StatementResult(dataframe=run_rewritten(rt, rewritten.sql, rewritten.mvs))
                 return StatementResult(dataframe=run_query(rt, sql))
+            case st.ExplainQuery(sql=sql):
+                from sparkmv.client.explain import explain_query
+                from sparkmv.services.rewrite import rewrite
+
+                return StatementResult(message=explain_query(rewrite(rt, sql, count=False), self.rewrite_enabled))
+            case st.SetVariable(name=name, value=value):
+                self.rewrite_enabled = value
+                return StatementResult(message=f"{name} = {str(value).lower()}")
             case st.CreateExternalTable():
                 return StatementResult(message=_ddl().create_external_table(rt, stmt))
             case st.CreateMaterializedView():
@@ -205,6 +222,18 @@ class Client:
             case st.Describe(name=name):
                 return StatementResult(dataframe=self._describe(name))
         raise AssertionError(f"unhandled statement {stmt!r}")
+
+    def rewrite(self, sql: str) -> RewriteResult:
+        """Query rewrite of SELECT ``sql`` without running it: the SQL to run (over the MVs
+        used, which must be read with their hidden state columns), the MVs used and why,
+        and each rejected MV with its reason. Counts in ``sparkmv_mv_rewrite_total``.
+
+        Raises:
+            ParseError: when ``sql`` is not one SELECT.
+        """
+        from sparkmv.services.rewrite import rewrite
+
+        return rewrite(self.runtime, sql)
 
     # -- refresh ------------------------------------------------------------------------------------
     def refresh(

@@ -1,7 +1,9 @@
-"""``EXPLAIN REFRESH MATERIALIZED VIEW``: the plan of a refresh, without running it."""
+"""``EXPLAIN REFRESH MATERIALIZED VIEW``: the plan of a refresh, without running it;
+``EXPLAIN <select>``: how query rewrite answers a query."""
 
 from __future__ import annotations
 
+from sparkmv.analysis.rewrite import RewriteResult
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError
 from sparkmv.refresh.context import MvDefinition, check_request, pin_all, plan_input
@@ -64,4 +66,21 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
         if c.outside is not None:
             parts = OUTSIDE_LABEL + (f" (replacing {parts})" if c.partitions else "")
         out.append(f"  chunk {i}: {parts} (base {c.base_bytes} bytes)")
+    return "\n".join(out)
+
+
+def explain_query(result: RewriteResult, enabled: bool = True) -> str:
+    """Text of a query rewrite: the MVs used and why, the SQL run, and each rejected MV
+    with its reason (``rewrite: disabled in this session`` when ``enabled`` is False).
+
+    >>> print(explain_query(RewriteResult("SELECT 1", "SELECT 1")))
+    rewrite: none
+    SQL: SELECT 1
+    rejected MVs: (none)
+    """
+    head = "rewrite: " + ("; ".join(str(u) for u in result.used) if result.used else "none")
+    if not enabled:
+        head += " (disabled in this session: queries run as written)"
+    out = [head, f"SQL: {result.sql}", "rejected MVs:" + ("" if result.rejected else " (none)")]
+    out.extend(f"  {reason}" for reason in result.reasons)
     return "\n".join(out)

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sparkmv.client.system_tables import SYSTEM_TABLES, system_table
 from sparkmv.errors import ObjectNotFoundError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.analyze import base_dataframe, run_select
+from sparkmv.refresh.analyze import base_dataframe, mv_with_state, run_select
 from sparkmv.refresh.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -38,3 +38,18 @@ def run_query(rt: Runtime, sql: str, schema_only: bool = False) -> DataFrame:
         AnalysisError: when Spark cannot analyse it (unknown column, type error).
     """
     return run_select(rt, sql, table_dataframe, schema_only)
+
+
+def run_rewritten(rt: Runtime, sql: str, mvs: list[ObjectName]) -> DataFrame:
+    """Run a rewritten SELECT (:mod:`sparkmv.services.rewrite`): the ``mvs`` it reads are
+    read with their hidden state columns, everything else as by :func:`run_query`.
+
+    Raises:
+        AnalysisError, ObjectNotFoundError: as :func:`run_query`.
+    """
+    used = set(mvs)
+
+    def read(rt: Runtime, name: ObjectName, empty: bool) -> DataFrame:
+        return mv_with_state(rt, name, empty) if name in used else table_dataframe(rt, name, empty)
+
+    return run_select(rt, sql, read)

@@ -25,6 +25,21 @@ from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
 _views = itertools.count()
 
 
+def mv_with_state(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFrame:
+    """The current snapshot of MV ``name`` with its hidden state columns (what query rewrite
+    reads: ``__smv_count``, ``__smv_sum_<i>``, ``__smv_nn_<i>``).
+
+    Raises:
+        ObjectNotFoundError: when the MV's table does not exist.
+    """
+    from sparkmv.sources import iceberg
+
+    if not rt.iceberg.exists(name):
+        raise ObjectNotFoundError(f"table or view '{name}' does not exist")
+    df = read_pinned(rt.spark, iceberg.pin(name.qualified, rt.iceberg.load(name), hidden=True))
+    return rt.spark.createDataFrame([], df.schema) if empty else df
+
+
 def base_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFrame:
     """The current contents of a base table, MV or refreshable table (``empty``: schema only).
 

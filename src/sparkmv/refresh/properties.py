@@ -26,6 +26,7 @@ _ENUMS: dict[str, tuple[str, ...]] = {
     "refresh_mode": ("FULL", "PCT", "AUTO", "INCREMENTAL"),
     "partition_refresh_strategy": ("STRICT", "ADAPTIVE", "FORCE"),
     "publish": ("ATOMIC", "PER_CHUNK"),
+    "query_rewrite_consistency": ("CHECKED", "LOOSE", "DISABLE"),
 }
 NOT_YET_SUPPORTED: dict[str, dict[str, str]] = {}
 """Enum values reserved for a coming feature: rejected at CREATE / ALTER with this reason
@@ -45,6 +46,7 @@ _INTS: dict[str, tuple[int, int]] = {
     "snapshot_retention_hours": (0, 100_000),
     "max_consecutive_failures": (1, 1_000_000),
     "task_priority": (0, 100),
+    "mv_rewrite_staleness_second": (0, 315_360_000),
 }
 _FLOATS: dict[str, tuple[float, float]] = {
     "throttle_chunks_per_minute": (0.0, 1e9),
@@ -139,6 +141,12 @@ class MvProperties:
             bytes stay under this fraction of the changed base tables' bytes (Snowflake's
             guidance: about a tenth).
         snapshot_retention_hours: snapshots older than this are expired by vacuum.
+        query_rewrite_consistency: when query rewrite may read the MV (StarRocks' names):
+            CHECKED (only while no base partition it depends on changed since its last
+            refresh), LOOSE (as it is), DISABLE (never).
+        mv_rewrite_staleness_second: under CHECKED, an MV whose last refresh finished
+            within this many seconds counts as fresh even if its base changed since
+            (None: no grace).
     """
 
     refresh_mode: str = "AUTO"
@@ -160,6 +168,8 @@ class MvProperties:
     snapshot_retention_hours: int = 24
     max_consecutive_failures: int = 10
     task_priority: int = 0
+    query_rewrite_consistency: str = "CHECKED"
+    mv_rewrite_staleness_second: int | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod

@@ -20,13 +20,14 @@ if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Sp
     from pyspark.sql import DataFrame, SparkSession
 
 
-def pin(name: str, table: Table) -> PinnedTable:
-    """Pin the current snapshot of ``table``: its files grouped by partition."""
+def pin(name: str, table: Table, hidden: bool = False) -> PinnedTable:
+    """Pin the current snapshot of ``table``: its files grouped by partition; the schema
+    leaves out an MV's hidden state columns unless ``hidden`` (query rewrite reads them)."""
     from sparkmv.storage.schema import arrow_to_spark, schema_to_json
 
     arrow = table.schema().as_arrow()
     # Hidden state columns of an MV are not part of what it holds for its readers.
-    visible = pa.schema([f for f in arrow if not is_hidden_column(f.name)])
+    visible = pa.schema([f for f in arrow if hidden or not is_hidden_column(f.name)])
     schema_json = schema_to_json(arrow_to_spark(visible))
     column = IcebergStore.partition_column(table)
     snap = table.current_snapshot()

@@ -38,11 +38,13 @@ from sparkmv.sql.statements import (
     CreateRefreshableTable,
     Describe,
     DropObject,
+    ExplainQuery,
     ExplainRefresh,
     Query,
     RefreshMaterializedView,
     RefreshScheme,
     RefreshTable,
+    SetVariable,
     Show,
     Statement,
 )
@@ -259,7 +261,13 @@ def parse_statement(sql: str) -> Statement:
     if c.accept("EXPLAIN"):
         if c.accept("REFRESH", "MATERIALIZED", "VIEW"):
             return ExplainRefresh(_refresh_mv(c))
-        raise c.error("REFRESH MATERIALIZED VIEW after EXPLAIN")
+        if c.peek("SELECT") or c.peek("WITH") or c.peek("("):
+            query = c.rest()
+            parse_query(query)
+            return ExplainQuery(query)
+        raise c.error("REFRESH MATERIALIZED VIEW or a query after EXPLAIN")
+    if c.accept("SET"):
+        return _set(c)
     if c.accept("CREATE"):
         return _create(c)
     if c.accept("REFRESH", "MATERIALIZED", "VIEW"):
@@ -298,6 +306,23 @@ def parse_statement(sql: str) -> Statement:
         return Describe(name)
     parse_query(text)  # raises ParseError with position, or for non-queries
     return Query(text.strip())
+
+
+SESSION_VARIABLES = ("enable_materialized_view_rewrite",)
+"""Names ``SET`` accepts (booleans)."""
+
+
+def _set(c: _Cursor) -> SetVariable:
+    """``SET enable_materialized_view_rewrite = true | false``."""
+    name = c.ident().lower()
+    if name not in SESSION_VARIABLES:
+        raise ParseError(f"unknown session variable {name!r}; known: {', '.join(SESSION_VARIABLES)}")
+    c.expect("=")
+    word = c.string() if c.i < len(c.words) and c.words[c.i].is_string else c.ident()
+    if word.lower() not in ("true", "false"):
+        raise ParseError(f"{name} must be true or false, not {word!r}")
+    c.expect_end()
+    return SetVariable(name, word.lower() == "true")
 
 
 def _mode(c: _Cursor) -> bool:

@@ -139,6 +139,22 @@ class Describe:
 
 
 @dataclass(frozen=True)
+class ExplainQuery:
+    """``EXPLAIN <select>``: show how query rewrite would answer the query, without running it."""
+
+    sql: str
+
+
+@dataclass(frozen=True)
+class SetVariable:
+    """``SET <name> = <value>``: a session variable of the client (names lower-cased; the
+    only one is ``enable_materialized_view_rewrite``, a boolean)."""
+
+    name: str
+    value: bool
+
+
+@dataclass(frozen=True)
 class Query:
     """Any other statement: a SELECT run on Spark."""
 
@@ -151,6 +167,8 @@ Statement = (
     | CreateMaterializedView
     | RefreshMaterializedView
     | ExplainRefresh
+    | ExplainQuery
+    | SetVariable
     | RefreshTable
     | CancelRefresh
     | DropObject
