@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from pyiceberg.table import Table
+from pyiceberg.table.snapshots import Operation
 from pyspark.sql import DataFrame, SparkSession
 
 from sparkmv.catalog import Catalog
@@ -99,6 +100,26 @@ def test_replace_one_partition(spark: SparkSession, store: IcebergStore, tmp_pat
     assert parts["b"].last_updated_snapshot_id == snapshot != b_updated
     assert parts["a"].last_updated_snapshot_id == store.snapshot_of_run(table, 1)
     assert store.snapshot_of_run(table, 2) == snapshot
+    # One snapshot per publish: an overwrite when it removes files, an append when it only adds.
+    assert [(s.summary.operation, s.summary[RUN_ID_PROPERTY]) for s in table.snapshots()] == [  # type: ignore[union-attr]
+        (Operation.APPEND, "1"),
+        (Operation.OVERWRITE, "2"),
+    ]
+    assert table.current_snapshot().summary["deleted-data-files"] == "1"  # type: ignore[union-attr]
+    third = write_staged(_df(spark, _rows("c", 1)), tmp_path / "s3", "m")
+    store.publish(T, 3, third.files, ["c"])
+    assert store.load(T).current_snapshot().summary.operation == Operation.APPEND  # type: ignore[union-attr]
+
+
+def test_replace_date_partitions(spark: SparkSession, store: IcebergStore, tmp_path: Path) -> None:
+    """Replaced partitions are matched as typed values of the partition column."""
+    store.create_table(T, spark_to_arrow(_df(spark, []).schema), "d")
+    days = [(f"r{i}", i, 1.0, TS, DAY + dt.timedelta(days=i % 3)) for i in range(6)]
+    store.publish(T, 1, write_staged(_df(spark, days), tmp_path / "s1", "d").files, None)
+    again = [("new", 9, 2.0, TS, DAY + dt.timedelta(days=1))]
+    store.publish(T, 2, write_staged(_df(spark, again), tmp_path / "s2", "d").files, ["2024-01-03", "2024-01-09"])
+    kept = [r for r in days if r[4] != DAY + dt.timedelta(days=1)]
+    assert _contents(spark, store) == rows_of(_df(spark, kept + again))
 
 
 def test_replace_with_new_and_null_partition(spark: SparkSession, store: IcebergStore, tmp_path: Path) -> None:
@@ -139,8 +160,8 @@ def test_publish_missing_file_leaves_table_unchanged(spark: SparkSession, store:
 def test_exception_mid_transaction_leaves_table_unchanged(
     spark: SparkSession, store: IcebergStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The delete of the replaced partition is staged, then adding the files fails: nothing lands."""
-    from pyiceberg.table import Transaction
+    """The removal of the replaced partition is staged, then adding the files fails: nothing lands."""
+    from pyiceberg.table.update.snapshot import _SnapshotProducer
 
     _create(store, spark)
     store.publish(T, 1, write_staged(_df(spark, _rows("a", 3) + _rows("b", 2)), tmp_path / "s1", "m").files, None)
@@ -151,7 +172,7 @@ def test_exception_mid_transaction_leaves_table_unchanged(
     def boom(*_args: object, **_kwargs: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(Transaction, "add_files", boom)
+    monkeypatch.setattr(_SnapshotProducer, "append_data_file", boom)
     with pytest.raises(StorageError, match=r"^commit of run 2 to default\.t failed: disk full$"):
         store.publish(T, 2, staged.files, ["b"])
     monkeypatch.undo()

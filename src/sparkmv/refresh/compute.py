@@ -1,12 +1,21 @@
 """Computing one chunk with Spark: bind the pinned base tables, filter to the chunk's
-partitions, write the result to staging."""
+partitions, write the result to staging.
+
+A *small* chunk (at most :data:`SMALL_CHUNK_BYTES` of base data read, a flat MV schema)
+is computed in one Spark task and collected to the driver as Arrow, then written with
+pyarrow (:func:`sparkmv.storage.files.write_arrow_staged`): its fixed cost is one Spark
+stage instead of a scan stage, a shuffle and a write job with its commit protocol. A small
+chunk whose result exceeds :data:`SMALL_CHUNK_ROWS` rows is computed again the normal way.
+"""
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import ArrayType, MapType, StructType
 from sqlglot import exp
 
 from sparkmv.analysis.incremental import analyze_incremental
@@ -17,9 +26,23 @@ from sparkmv.refresh.planner import Chunk
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
-from sparkmv.storage.files import StagedOutput, write_staged
+from sparkmv.storage.files import StagedOutput, write_arrow_staged, write_staged
 from sparkmv.storage.partition_values import kind_of_spark_type
-from sparkmv.storage.schema import arrow_to_spark, normalize_for_iceberg
+from sparkmv.storage.schema import arrow_to_spark, normalize_for_iceberg, spark_to_arrow
+
+SMALL_CHUNK_BYTES = 32 * 1024 * 1024
+"""A chunk reading at most this many bytes of base files (the pinned partitions it reads
+of every base table) is computed in one task and collected to the driver."""
+
+SMALL_CHUNK_ROWS = 1_000_000
+"""At most this many result rows are collected to the driver; a larger result is
+written by Spark (the chunk is computed again)."""
+
+
+def mv_schema(rt: Runtime, mv: MvDefinition) -> StructType:
+    """The Spark schema of the MV's Iceberg table (what a chunk's rows are cast to); loaded
+    once per run by the job."""
+    return arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
 
 
 def chunk_dataframe(
@@ -29,21 +52,28 @@ def chunk_dataframe(
     chunk: Chunk,
     restrict: dict[str, set[str]],
     tag: str,
+    target: StructType | None = None,
+    one_task: bool = False,
 ) -> DataFrame:
     """The rows of ``chunk``: the defining query over the pinned files, reading only the
     base partitions in ``restrict`` for reference tables, filtered to the chunk's MV
     partitions (compared as typed values of the MV's partition column), with columns cast
-    to the MV table's schema.
+    to the MV table's schema ``target`` (default: loaded from the table).
 
     A chunk with ``outside`` (the rest chunk) keeps every row whose partition value is
-    none of ``outside``: the partitions that exist only through non-reference inputs."""
+    none of ``outside``: the partitions that exist only through non-reference inputs.
+
+    ``one_task`` reads every base table as one partition, so the whole query runs in one
+    task without a shuffle (a single partition satisfies every distribution Spark needs);
+    for small inputs only."""
     spark = rt.spark
     views: dict[ObjectName, str] = {}
     for i, (table, p) in enumerate(sorted(pinned.items())):
         view = f"__smv_{tag}_{i}"
-        read_pinned(spark, p, restrict.get(table)).createOrReplaceTempView(view)
+        base = read_pinned(spark, p, restrict.get(table))
+        (base.coalesce(1) if one_task else base).createOrReplaceTempView(view)
         views[ObjectName.parse(table, allow_reserved=True)] = view
-    target = arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
+    target = target or mv_schema(rt, mv)
     sql = bind_tables(stored_query(mv, [f.name for f in target.fields]), views)
     if chunk.partitions is not None and mv.partition_by:
         field = next(f for f in target.fields if f.name.lower() == mv.partition_by.lower())
@@ -56,19 +86,58 @@ def chunk_dataframe(
     if condition and mv.partition_by:
         # Retention, evaluated by Spark: rows of partitions the condition drops are never written.
         sql = f"SELECT * FROM ({sql}) AS __smv_r WHERE ({condition})"
+    if _flat(target):
+        # One statement: a cast per column through the DataFrame API costs several
+        # Py4J calls each (the same Cast expression either way).
+        return spark.sql(f"SELECT {cast_list(target)} FROM ({sql}) AS __smv_c")
     df = normalize_for_iceberg(spark.sql(sql))
     by_name = {f.name.lower(): f.name for f in df.schema.fields}
     return df.select(*[F.col(f"`{by_name[f.name.lower()]}`").cast(f.dataType).alias(f.name) for f in target.fields])
+
+
+def cast_list(schema: StructType) -> str:
+    """A SELECT list casting each column of a flat ``schema`` to its type, by name
+    (resolved case-insensitively, as Spark does by default).
+
+    >>> from pyspark.sql.types import DecimalType, StringType, StructField
+    >>> cast_list(StructType([StructField("a`b", StringType()), StructField("s", DecimalType(38, 4))]))
+    'CAST(`a``b` AS string) AS `a``b`, CAST(`s` AS decimal(38,4)) AS `s`'
+    """
+    return ", ".join(
+        f"CAST({_quoted(f.name)} AS {f.dataType.simpleString()}) AS {_quoted(f.name)}" for f in schema.fields
+    )
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
 
 
 def stored_query(mv: MvDefinition, columns: list[str]) -> exp.Query:
     """The query whose rows the MV's table stores: the defining query, or, when the table
     has hidden state columns (:data:`sparkmv.names.HIDDEN_COLUMN_PREFIX`), the query
     augmented with them (:func:`sparkmv.analysis.incremental.analyze_incremental`), so a FULL
-    or PCT refresh keeps the state an incremental refresh needs."""
+    or PCT refresh keeps the state an incremental refresh needs. Not to be modified: the
+    augmented query is shared between runs of the same definition."""
     if not any(is_hidden_column(c) for c in columns):
         return mv.query
-    return parse_query(analyze_incremental(mv.query).augmented_sql)
+    return _augmented(mv.query.sql(dialect="spark"))
+
+
+@lru_cache(maxsize=256)
+def _augmented(definition: str) -> exp.Query:
+    """The augmented query of ``definition`` (analysed once per definition in a process)."""
+    return parse_query(analyze_incremental(parse_query(definition)).augmented_sql)
+
+
+def input_bytes(pinned: dict[str, PinnedTable], restrict: dict[str, set[str]]) -> int:
+    """Bytes of the base files a chunk reads: the partitions in ``restrict`` of the tables
+    it names, every partition of the others."""
+    return sum(
+        part.bytes
+        for table, p in pinned.items()
+        for key, part in p.partitions.items()
+        if table not in restrict or key in restrict[table]
+    )
 
 
 def compute_chunk(
@@ -79,12 +148,31 @@ def compute_chunk(
     restrict: dict[str, set[str]],
     directory: Path,
     tag: str,
+    target: StructType | None = None,
 ) -> StagedOutput:
-    """Compute ``chunk`` and write it under ``directory``; returns the staged files."""
-    df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag)
+    """Compute ``chunk`` and write it under ``directory``; returns the staged files.
+
+    ``target``: the MV table's Spark schema (:func:`mv_schema`; loaded when None). A small
+    chunk goes through Arrow (module docstring)."""
+    target = target or mv_schema(rt, mv)
     try:
+        if input_bytes(pinned, restrict) <= SMALL_CHUNK_BYTES and _flat(target):
+            df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, one_task=True)
+            rows = df.limit(SMALL_CHUNK_ROWS + 1).toArrow()
+            if rows.num_rows <= SMALL_CHUNK_ROWS:
+                column = next(
+                    (f.name for f in target.fields if f.name.lower() == (mv.partition_by or "").lower()), None
+                )
+                return write_arrow_staged(rows, directory, column, spark_to_arrow(target))
+        df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target)
         single = chunk.partitions is not None and chunk.outside is None and len(chunk.partitions) == 1
         return write_staged(df, directory, mv.partition_by, single_partition=single)
     finally:
         for i in range(len(pinned)):
             rt.spark.catalog.dropTempView(f"__smv_{tag}_{i}")
+
+
+def _flat(schema: StructType) -> bool:
+    """True when no column is nested (arrays, maps, structs go through Spark's writer,
+    which lays nested Parquet types out as the rest of the table's files)."""
+    return not any(isinstance(f.dataType, ArrayType | MapType | StructType) for f in schema.fields)

@@ -1,18 +1,25 @@
-"""Writing staged data files from Spark and reading committed files back into Spark.
+"""Writing staged data files from Spark (or from rows collected to the driver) and reading
+committed files back into Spark.
 
 Spark's ``partitionBy(col)`` drops ``col`` from the files, but pyiceberg infers a file's
 partition from the column statistics inside it (DESIGN.md, facts), so staged files are
 partitioned by a copy of the partition column, ``__smv_part``, and keep the real one.
+A small result collected as Arrow is written with pyarrow instead
+(:func:`write_arrow_staged`): one file per partition value, the partition column inside.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 if TYPE_CHECKING:  # pyspark is imported where a DataFrame is written: listing files needs none
@@ -69,6 +76,51 @@ def write_staged(
         writer_df = out.coalesce(max_files)
         writer_df.write.mode("overwrite").parquet(str(directory))
     return collect_staged(directory)
+
+
+def write_arrow_staged(
+    rows: pa.Table, directory: Path, partition_column: str | None, schema: pa.Schema
+) -> StagedOutput:
+    """Write ``rows`` (collected to the driver) as Parquet under ``directory``, replacing
+    anything there: one file per value of ``partition_column`` (one file when None), with
+    the partition column inside, no file for no rows.
+
+    Columns are cast to ``schema`` first (the MV table's types: timestamps in
+    microseconds, ``timestamptz`` in UTC, exact decimals stored as integers where the
+    precision allows, as Spark writes them). Each file is written under a temporary name
+    and renamed when complete, so a crash never leaves a partial ``.parquet`` file.
+
+    Raises:
+        OSError: when a file cannot be written. pyarrow.ArrowInvalid: when a column
+            cannot be cast to ``schema`` (e.g. a value out of a decimal's range).
+    """
+    if directory.exists():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+    table = rows.select(schema.names).cast(schema)
+    written: list[tuple[Path, int]] = []
+    for i, part in enumerate(_split_by_value(table, partition_column)):
+        path = directory / f"part-{i:05d}-{uuid.uuid4().hex}.parquet"
+        temporary = path.with_name("." + path.name + ".tmp")
+        pq.write_table(part, temporary, compression="snappy", store_decimal_as_integer=True)
+        os.replace(temporary, path)
+        written.append((path, part.num_rows))
+    files = ["file://" + str(p.absolute()) for p, _ in written]  # unencoded, as collect_staged
+    return StagedOutput(files, sum(n for _, n in written), sum(p.stat().st_size for p, _ in written))
+
+
+def _split_by_value(table: pa.Table, column: str | None) -> list[pa.Table]:
+    """The non-empty slices of ``table`` with one value of ``column`` each (NULL included),
+    or ``table`` whole when ``column`` is None."""
+    if table.num_rows == 0:
+        return []
+    if column is None:
+        return [table]
+    values = table.column(column)
+    parts = [table.filter(pc.equal(values, v)) for v in pc.unique(values).drop_null()]
+    if values.null_count:
+        parts.append(table.filter(pc.is_null(values)))
+    return parts
 
 
 def remove_unreferenced(candidates: Iterable[Path], referenced: Iterable[str]) -> list[Path]:

@@ -18,9 +18,19 @@ from typing import Any
 
 import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
-from pyiceberg.exceptions import CommitFailedException, NamespaceAlreadyExistsError, NoSuchTableError
+from pyiceberg.exceptions import (
+    CommitFailedException,
+    NamespaceAlreadyExistsError,
+    NoSuchTableError,
+    ValidationException,
+)
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression, EqualTo, IsNull, Or
-from pyiceberg.table import FileScanTask, Table
+from pyiceberg.io.pyarrow import parquet_file_to_data_file
+from pyiceberg.manifest import DataFile as IcebergDataFile
+from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
+from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.update import update_table_metadata
+from pyiceberg.utils.concurrent import ExecutorFactory
 from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
@@ -233,7 +243,12 @@ class IcebergStore:
         expected_snapshot_id: int | None = None,
         extra_properties: dict[str, str] | None = None,
     ) -> int | None:
-        """Commit ``files`` and drop what they replace, in one Iceberg transaction.
+        """Commit ``files`` and drop what they replace, in one Iceberg snapshot.
+
+        The snapshot is an ``overwrite`` when it removes files, an ``append`` when it only
+        adds (so an MV read by another MV's incremental refresh stays append-only when a run
+        only adds partitions). Only the footers of ``files`` are read; the files removed are
+        found from the manifests of the current snapshot (identity partition values).
 
         Args:
             replace_partitions: identity partition values whose current files are removed;
@@ -242,7 +257,7 @@ class IcebergStore:
                 snapshot is still this one (the run's view of the table).
 
         Returns:
-            The new current snapshot id (None when nothing had to change).
+            The new current snapshot id (the current one when nothing had to change).
 
         Raises:
             StorageError: on a commit conflict (another writer committed first), or when a
@@ -253,20 +268,67 @@ class IcebergStore:
         if expected_snapshot_id is not None and (current.snapshot_id if current else None) != expected_snapshot_id:
             raise StorageError(f"table {name.qualified} changed since run {run_id} planned its publish")
         props = {RUN_ID_PROPERTY: str(run_id), **(extra_properties or {})}
-        column = self.partition_column(table)
-        predicate = self._replace_predicate(column, replace_partitions, self.partition_kind(table) or "string")
         try:
-            with table.transaction() as tx:
-                if current is not None and predicate is not None:
-                    tx.delete(predicate, snapshot_properties=props)
-                if files:
-                    tx.add_files(files, snapshot_properties=props, check_duplicate_files=False)
-        except (CommitFailedException, OSError, ValueError) as exc:
-            # Nothing is committed when the transaction body fails (missing or unreadable
-            # staged file, schema mismatch) or the commit loses a race: the table is unchanged.
+            removed = self._replaced_files(table, replace_partitions) if current is not None else []
+            added = _data_files(table, files)
+            if removed or added:
+                self._commit(table, removed, added, props)
+        except (CommitFailedException, ValidationException, OSError, ValueError) as exc:
+            # Nothing is committed when reading a staged file fails (missing, unreadable,
+            # schema mismatch) or the commit loses a race: the table is unchanged.
             raise StorageError(f"commit of run {run_id} to {name.qualified} failed: {exc}") from exc
-        snap = self.load(name).current_snapshot()
+        snap = table.current_snapshot()  # the commit refreshed ``table``'s metadata
         return snap.snapshot_id if snap else None
+
+    @staticmethod
+    def _commit(
+        table: Table, removed: list[IcebergDataFile], added: list[IcebergDataFile], props: dict[str, str]
+    ) -> None:
+        """One snapshot that removes ``removed`` and adds ``added`` (pyiceberg data files)."""
+        with _Transaction(table) as tx:
+            if table.metadata.name_mapping() is None:
+                # Files written by Spark or pyarrow carry no Iceberg field ids: readers map
+                # their columns by name (what ``add_files`` sets on a first commit, too).
+                mapping = table.schema().name_mapping.model_dump_json()
+                tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+            update = tx.update_snapshot(snapshot_properties=props)
+            producer = update.overwrite() if removed else update.fast_append()
+            with producer as snapshot:
+                for data_file in removed:
+                    snapshot.delete_data_file(data_file)
+                for data_file in added:
+                    snapshot.append_data_file(data_file)
+
+    @staticmethod
+    def _replaced_files(table: Table, values: list[str | None] | None) -> list[IcebergDataFile]:
+        """The data files of the current snapshot in the identity partitions ``values``
+        (every file when ``values`` is None, or the table is unpartitioned and ``values``
+        is not empty), read from the manifests whose partition summaries may hold them.
+
+        Raises:
+            StorageError: when the snapshot has delete files (sparkmv never writes any).
+        """
+        if values is not None and not values:
+            return []
+        column = IcebergStore.partition_column(table)
+        kind = IcebergStore.partition_kind(table) or "string"
+        if values is None or column is None:
+            wanted: set[str | None] | None = None
+            row_filter: BooleanExpression = AlwaysTrue()
+        else:
+            wanted = {partition_values.canonical(v, kind) for v in values}
+            row_filter = IcebergStore._replace_predicate(column, values, kind) or AlwaysTrue()
+        ptype = table.spec().partition_type(table.schema())
+        field_type = ptype.fields[0].field_type if ptype.fields else None
+        out: list[IcebergDataFile] = []
+        for task in table.scan(row_filter=row_filter).plan_files():
+            if task.delete_files:
+                raise StorageError(f"table {table.name()} has delete files; sparkmv reads only data files")
+            part = task.file.partition
+            value = partition_text(partition_values.from_iceberg_physical(part[0], field_type)) if len(part) else None
+            if wanted is None or value in wanted:
+                out.append(task.file)
+        return out
 
     @staticmethod
     def _replace_predicate(
@@ -318,6 +380,43 @@ class IcebergStore:
             for f in self.data_files(table, snap.snapshot_id):
                 paths.add(_strip_scheme(f.path))
         return paths
+
+
+class _Transaction(Transaction):
+    """A pyiceberg transaction that builds its metadata view once per change.
+
+    pyiceberg's ``Transaction.table_metadata`` applies the staged updates to a deep copy
+    of the table's metadata on every access, and producing one snapshot reads it about
+    twenty times: with a few dozen snapshots in the metadata that is most of the cost of
+    a small commit. The view is rebuilt whenever the base metadata or the staged updates
+    change (both are replaced, never modified in place); the metadata models are frozen.
+    """
+
+    _view: tuple[TableMetadata, tuple[Any, ...], TableMetadata] | None = None
+
+    @property
+    def table_metadata(self) -> TableMetadata:
+        base, updates = self._table.metadata, self._updates
+        view = self._view
+        if view is None or view[0] is not base or view[1] is not updates:
+            view = (base, updates, update_table_metadata(base, updates))
+            self._view = view
+        return view[2]
+
+
+def _data_files(table: Table, files: list[str]) -> list[IcebergDataFile]:
+    """pyiceberg data files of staged Parquet ``files``, from their footers (read in
+    parallel, as ``add_files`` does: on an object store each read is a round trip).
+
+    Raises:
+        OSError: a file is missing or unreadable. ValueError: its schema does not match.
+    """
+    if len(files) != len(set(files)):
+        raise ValueError("staged file paths must be unique")
+    if len(files) <= 1:
+        return [parquet_file_to_data_file(table.io, table.metadata, f) for f in files]
+    executor = ExecutorFactory.get_or_create()
+    return list(executor.map(lambda f: parquet_file_to_data_file(table.io, table.metadata, f), files))
 
 
 def _strip_scheme(uri: str) -> str:

@@ -157,6 +157,7 @@ class Job(ABC, Generic[P]):
     def __init__(self, rt: Runtime, row: ObjectRow) -> None:
         self.rt = rt
         self.row = row
+        self._locations: dict[ObjectName, str] = {}
 
     @classmethod
     @abstractmethod
@@ -227,8 +228,12 @@ class Job(ABC, Generic[P]):
         return [self.name]
 
     def staging_roots(self, run_id: int) -> list[Path]:
-        """The run's staging directories (one per table in :meth:`tables`)."""
-        return [staging_dir(self.rt.iceberg.load(n).location(), run_id) for n in self.tables()]
+        """The run's staging directories (one per table in :meth:`tables`); each table's
+        location is loaded once per job (a run asks for its roots several times)."""
+        for n in self.tables():
+            if n not in self._locations:
+                self._locations[n] = self.rt.iceberg.load(n).location()
+        return [staging_dir(self._locations[n], run_id) for n in self.tables()]
 
     def cleanup(self, run_id: int, recorded: set[str]) -> None:
         """After success: remove attempt directories holding none of the ``recorded``

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy.orm import Session
 
@@ -29,6 +29,9 @@ from sparkmv.refresh.planner import Plan, RefreshRequest, base_partitions_for
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
+
+if TYPE_CHECKING:  # pyspark is imported where a chunk is computed
+    from pyspark.sql.types import StructType
 
 log = logging.getLogger("sparkmv.refresh")
 
@@ -114,6 +117,8 @@ class MvRefreshJob(Job[MvRunPlan]):
         self.per_chunk = props.publish == "PER_CHUNK"
         self.lineage: Lineage | None = None
         """Partition lineage, traced once per run (sqlglot lineage costs ~0.1 s)."""
+        self.target: StructType | None = None
+        """The MV table's Spark schema, loaded once per run (chunks cast their rows to it)."""
 
     @classmethod
     def open(cls, rt: Runtime, s: Session, name: ObjectName) -> MvRefreshJob:
@@ -162,7 +167,7 @@ class MvRefreshJob(Job[MvRunPlan]):
     # -- chunks -------------------------------------------------------------------------------
     def compute(self, ctx: RunContext, chunk_ids: list[int], attempt_name: str) -> dict[int, ChunkOutcome]:
         """Compute each chunk's MV partitions into ``<staging>/<attempt_name>``."""
-        from sparkmv.refresh.compute import compute_chunk
+        from sparkmv.refresh.compute import compute_chunk, mv_schema
 
         [root] = self.staging_roots(ctx.run_id)
         if self.plan.mode == "INCREMENTAL":
@@ -178,9 +183,12 @@ class MvRefreshJob(Job[MvRunPlan]):
             chunk = self.plan.plan.chunks[chunk_id]
             if self.lineage is None:
                 self.lineage = lineage_of(self.mv, self.plan.pinned)
+            if self.target is None:
+                self.target = mv_schema(self.rt, self.mv)
             restrict = base_partitions_for(chunk, self.lineage, self.plan.pinned)
+            tag = f"r{ctx.run_id}c{chunk_id}"
             staged = compute_chunk(
-                self.rt, self.mv, self.plan.pinned, chunk, restrict, root / attempt_name, f"r{ctx.run_id}c{chunk_id}"
+                self.rt, self.mv, self.plan.pinned, chunk, restrict, root / attempt_name, tag, self.target
             )
             out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
         return out
