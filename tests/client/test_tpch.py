@@ -30,7 +30,9 @@ def _create_all(client: Client, layout: TpchLayout) -> None:
         assert result.run is not None and result.run.state == RunState.SUCCESS, result.message
 
 
-def test_tpch_demo_mvs_equal_queries_and_incremental_after_append(tpch: TpchLayout, make_client: Callable[..., Client]) -> None:
+def test_tpch_demo_mvs_equal_queries_and_incremental_after_append(
+    tpch: TpchLayout, make_client: Callable[..., Client]
+) -> None:
     client = make_client()
     _create_all(client, tpch)
     for name, (_part, query, _props) in DEMO_MVS.items():
