@@ -20,6 +20,7 @@ from sparkmv.refresh.faults import FaultInjector
 from tests.helpers import assert_mv_matches, rows_of, write_partition
 from tests.refresh.procs import FAST_LEASE, object_row, wait_lease_expired
 from tests.refresh.test_fault_inprocess import CrashAt, SimulatedCrash
+from tests.sources.test_changes import compact
 
 pytestmark = [pytest.mark.spark]
 
@@ -258,40 +259,18 @@ def test_both_inputs_change_in_one_run(make_client: Any, tmp_path: Path, query: 
         assert_mv_matches(client, "mv", query)
 
 
-def _compact_all(table: Any, tmp_path: Path) -> None:
-    """Rewrite every data file of an unpartitioned table into one, as a ``replace`` snapshot."""
-    import pyarrow.parquet as pq
-    from pyiceberg.table import TableProperties, _parquet_files_to_data_files
-    from pyiceberg.table.snapshots import Operation
-
-    from tests.sources.test_changes import _Rewrite
-
-    old = [t.file for t in table.scan().plan_files()]
-    path = str(tmp_path / f"compacted-{len(table.snapshots())}.parquet")
-    pq.write_table(table.scan().to_arrow(), path)
-    with table.transaction() as tx:
-        mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
-        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
-        with _Rewrite(Operation.OVERWRITE, tx, table.io) as rewrite:
-            for f in old:
-                rewrite.delete_data_file(f)
-            for f in _parquet_files_to_data_files(tx.table_metadata, [path], table.io):
-                rewrite.append_data_file(f)
-    assert table.current_snapshot().summary.operation == Operation.REPLACE
-
-
 def test_a_compaction_between_refreshes_stays_incremental_and_applies_nothing_twice(
     make_client: Any, tmp_path: Path
 ) -> None:
     client, schema = _iceberg_setup(make_client, tmp_path, mode="INCREMENTAL")
     _ice(client).append(pa.table({"k": ["x", "w"], "v": [5, 6]}, schema=schema))
     assert client.refresh("mv").mode == "INCREMENTAL"
-    _compact_all(_ice(client), tmp_path)
+    compact(_ice(client), tmp_path)
     only_compacted = client.refresh("mv")
     assert (only_compacted.state, only_compacted.mode) == ("SUCCESS", "INCREMENTAL"), only_compacted
     assert "1 compaction snapshot(s) skipped" in only_compacted.reason, only_compacted.reason
     assert_mv_matches(client, "mv", ICE)
-    _compact_all(_ice(client), tmp_path)
+    compact(_ice(client), tmp_path)
     _ice(client).append(pa.table({"k": ["x"], "v": [100]}, schema=schema))
     run = client.refresh("mv")
     assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run

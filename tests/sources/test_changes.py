@@ -65,13 +65,16 @@ class _Rewrite(_OverwriteFiles):
         return Summary(Operation.REPLACE, **summary.additional_properties)
 
 
-def _compact(table: Table, partition: int, tmp_path: Path) -> str:
-    """Rewrite the files of ``partition`` into one file as a ``replace`` snapshot; its path."""
+def compact(table: Table, tmp_path: Path, partition: int | None = None) -> str:
+    """Rewrite the files of ``partition`` (every file when None) into one file as a
+    ``replace`` snapshot, as a compaction does; returns its path."""
     from pyiceberg.table import _parquet_files_to_data_files
 
-    old = [t.file for t in table.scan().plan_files() if t.file.partition[0] == partition]
+    tasks = table.scan().plan_files()
+    old = [t.file for t in tasks if partition is None or t.file.partition[0] == partition]
     path = str(tmp_path / f"compacted-{partition}-{len(table.snapshots())}.parquet")
-    pq.write_table(table.scan(row_filter=f"p == {partition}").to_arrow(), path)
+    rows = table.scan(row_filter=f"p == {partition}") if partition is not None else table.scan()
+    pq.write_table(rows.to_arrow(), path)
     with table.transaction() as tx:
         mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
         tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
@@ -162,7 +165,7 @@ def test_compaction_is_skipped_and_never_counted_as_added(table: Table, tmp_path
     first = _pin(table)
     table.append(_rows((1, "b"), (2, "c")))
     second = _pin(table)
-    compacted = _compact(table, 1, tmp_path)
+    compacted = compact(table, tmp_path, 1)
     current = _pin(table)
     assert current.partitions["p=1"].files == [compacted]
     # Compaction only: nothing to apply.
@@ -274,7 +277,7 @@ def test_empty_at_consumption_every_file_is_added(table: Table, tmp_path: Path) 
     assert change.kind == APPEND and change.delta is not None
     assert _files(change.delta) == _files(current)
     assert (change.delta_rows, change.delta_bytes) == (3, sum(p.bytes for p in current.partitions.values()))
-    _compact(table, 2, tmp_path)
+    compact(table, tmp_path, 2)
     compacted = base_change(consumed, _pin(table), table)
     assert (compacted.kind, compacted.compactions) == (APPEND, 1)
     assert compacted.delta is not None and _files(compacted.delta) == _files(current)
