@@ -161,6 +161,7 @@ def is_spark_error(exc: BaseException) -> bool:
 
 
 _NOISE = ("JVM stacktrace", "at ", "py4j", "An error occurred while calling", "Traceback", "File ")
+_ERROR_CLASS = re.compile(r"\[[A-Z][A-Z0-9_]*(?:\.[A-Z0-9_]+)*\] ")
 _CLASS_PREFIX = re.compile(r"^(?:[\w$.]+(?:Exception|Error): )+")
 
 
@@ -171,8 +172,16 @@ def spark_error_line(exc: BaseException, limit: int = 1000) -> str:
     >>> spark_error_line(RuntimeError("An error occurred while calling o46.parquet.\\n"
     ...     ": org.apache.spark.SparkException: Could not parse Master URL: 'nonsense://x'\\n\\tat x"))
     "Could not parse Master URL: 'nonsense://x'"
+    >>> spark_error_line(RuntimeError("Job aborted: Exception thrown in awaitResult: \\n\\tat x\\n"
+    ...     "Caused by: org.apache.spark.SparkException: [FAILED_READ_FILE.NO_HINT] Encountered error"))
+    '[FAILED_READ_FILE.NO_HINT] Encountered error'
     """
     text = str(exc).strip()
+    # Spark's own error class (``[FAILED_READ_FILE.NO_HINT] ...``) says what went wrong even
+    # when it is only the cause of a wrapper (``Exception thrown in awaitResult``).
+    found = _ERROR_CLASS.search(text)
+    if found is not None:
+        return text[found.start() :].splitlines()[0].strip()[:limit]
     for raw in text.splitlines():
         line = raw.strip().removeprefix(": ")
         if line and not line.startswith(_NOISE):
