@@ -207,3 +207,21 @@ def test_create_load_drop(spark: SparkSession, store: IcebergStore, tmp_path: Pa
     # Round trip: the same name again is a new, empty table.
     table = _create(store, spark)
     assert store.data_files(table) == []
+
+
+def test_replacing_keeps_no_manifest_without_live_files(
+    spark: SparkSession, store: IcebergStore, tmp_path: Path
+) -> None:
+    """Only the committing snapshot's own manifest of deleted entries stays: repeated
+    replacements do not pile up manifests for readers to scan."""
+    _create(store, spark)
+    store.publish(T, 1, write_staged(_df(spark, _rows("a", 1) + _rows("b", 1)), tmp_path / "s1", "m").files, None)
+    for run in range(2, 6):
+        staged = write_staged(_df(spark, _rows("ab"[run % 2], 1, run)), tmp_path / f"s{run}", "m")
+        store.publish(T, run, staged.files, ["ab"[run % 2]])
+    table = store.load(T)
+    current = table.current_snapshot()
+    assert current is not None
+    dead = [m for m in current.manifests(table.io) if not (m.has_added_files() or m.has_existing_files())]
+    assert [m.added_snapshot_id for m in dead] == [current.snapshot_id]
+    assert _contents(spark, store) == rows_of(_df(spark, _rows("a", 1, 4) + _rows("b", 1, 5)))

@@ -27,9 +27,12 @@ from pyiceberg.exceptions import (
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression, EqualTo, IsNull, Or
 from pyiceberg.io.pyarrow import parquet_file_to_data_file
 from pyiceberg.manifest import DataFile as IcebergDataFile
+from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
+from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import update_table_metadata
+from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 from pyiceberg.utils.concurrent import ExecutorFactory
 from sqlalchemy import Engine
 
@@ -291,8 +294,11 @@ class IcebergStore:
                 # their columns by name (what ``add_files`` sets on a first commit, too).
                 mapping = table.schema().name_mapping.model_dump_json()
                 tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
-            update = tx.update_snapshot(snapshot_properties=props)
-            producer = update.overwrite() if removed else update.fast_append()
+            producer: _SnapshotProducer[Any]
+            if removed:
+                producer = _Overwrite(Operation.OVERWRITE, tx, table.io, snapshot_properties=props)
+            else:
+                producer = tx.update_snapshot(snapshot_properties=props).fast_append()
             with producer as snapshot:
                 for data_file in removed:
                     snapshot.delete_data_file(data_file)
@@ -402,6 +408,21 @@ class _Transaction(Transaction):
             view = (base, updates, update_table_metadata(base, updates))
             self._view = view
         return view[2]
+
+
+class _Overwrite(_OverwriteFiles):
+    """pyiceberg's overwrite that also drops the manifests of earlier snapshots holding no
+    live file (only entries of files deleted before), as Iceberg's Java writers do.
+
+    pyiceberg 0.12 keeps them, so every overwrite would leave one more manifest to read
+    when the table is planned or scanned (a fast append drops them the same way)."""
+
+    def _existing_manifests(self) -> list[ManifestFile]:
+        return [
+            m
+            for m in super()._existing_manifests()
+            if m.has_added_files() or m.has_existing_files() or m.added_snapshot_id == self._snapshot_id
+        ]
 
 
 def _data_files(table: Table, files: list[str]) -> list[IcebergDataFile]:
