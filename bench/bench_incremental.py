@@ -49,6 +49,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import write_results  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Incremental refresh (issue 13)"
 CHANGED_MONTH = "1995-06"
@@ -492,19 +495,6 @@ def report(figures: dict[str, Any]) -> str:
     )
 
 
-def write_results(entry: str, path: Path = ROOT / "bench" / "RESULTS.md") -> None:
-    """Append ``entry`` under the issue-13 section of ``path`` (created when missing)."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if SECTION not in text:
-        text = text.rstrip("\n") + f"\n\n{SECTION}\n\n{entry}"
-    else:
-        start = text.index(SECTION) + len(SECTION)
-        following = text.find("\n## ", start)
-        end = len(text) if following < 0 else following + 1
-        text = text[:end].rstrip("\n") + f"\n\n{entry}\n" + text[end:]
-    path.write_text(text.rstrip("\n") + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the figures and (unless ``--no-write``) record them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -518,7 +508,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures)
     print(entry)
     if not args.no_write:
-        write_results(entry)
+        write_results(entry, SECTION)
     return 0 if all(ok for _, ok in figures["checks"]) else 1
 
 

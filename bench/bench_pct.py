@@ -42,6 +42,9 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import write_results  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Partition change tracking (issue 4)"
 CHANGED_MONTH = "1995-06"
@@ -235,19 +238,6 @@ def report(figures: dict[str, Any]) -> str:
     )
 
 
-def write_results(entry: str, path: Path = ROOT / "bench" / "RESULTS.md") -> None:
-    """Append ``entry`` under the issue-4 section of ``path`` (created when missing)."""
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if SECTION not in text:
-        text = text.rstrip("\n") + f"\n\n{SECTION}\n\n{entry}"
-    else:
-        start = text.index(SECTION) + len(SECTION)
-        following = text.find("\n## ", start)
-        end = len(text) if following < 0 else following + 1
-        text = text[:end].rstrip("\n") + f"\n\n{entry}\n" + text[end:]
-    path.write_text(text.rstrip("\n") + "\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the figures and (unless ``--no-write``) record them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -261,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures)
     print(entry)
     if not args.no_write:
-        write_results(entry)
+        write_results(entry, SECTION)
     return 0 if figures["correct"] else 1
 
 

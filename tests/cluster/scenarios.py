@@ -21,17 +21,13 @@ from typing import Any
 from sparkmv.names import ObjectName
 from sparkmv.refresh.lifecycle import job_tag
 from tests.helpers import rows_of
-from tests.refresh.procs import STRICT_2, create_mv, object_row, wait_for, write_events
+from tests.refresh.procs import mv_before_a_long_refresh, object_row, wait_for
 
 SPARKMV = str(Path(sys.executable).with_name("sparkmv"))
 WORKER = Path(__file__).with_name("worker.py")
 
 # A self-join: with one key, every chunk of two partitions of 30,000 rows joins ~1.8e9 rows,
 # minutes on one core; with 200 rows and 7 keys it is instant.
-SLOW_QUERY = (
-    "SELECT a.day, count(*) AS n, sum(a.v + b.v) AS s FROM events a JOIN events b ON a.day = b.day AND a.k = b.k "
-    "GROUP BY a.day"
-)
 
 
 @dataclass(frozen=True)
@@ -160,14 +156,7 @@ def cancel_a_running_refresh(target: SparkTarget, make_client: Any, tmp_path: Pa
     The MV is built on small data by the test session's own SparkSession; the data then grows
     so that the refresh's first chunk runs for minutes.
     """
-    data, home = tmp_path / "events", tmp_path / "home"
-    write_events(data, 1, rows=200, keys=7)
-    client = make_client(home)
-    create_mv(client, data, STRICT_2, query=SLOW_QUERY)
-    before = rows_of(client.table("mv"))
-    table = client.runtime.iceberg.load(ObjectName.parse("mv"))
-    snapshot = table.current_snapshot().snapshot_id
-    write_events(data, 2, rows=30_000, keys=1)
+    client, home, before, snapshot = mv_before_a_long_refresh(make_client, tmp_path)
 
     log = tmp_path / "refresh.log"
     earlier = started_jobs(target.event_log_dir)  # a Connect server's log holds other tests' jobs
@@ -198,7 +187,8 @@ def cancel_a_running_refresh(target: SparkTarget, make_client: Any, tmp_path: Pa
     assert (run.state, run.chunks_done) == ("CANCELLED", 0), run
     assert client.runtime.iceberg.load(ObjectName.parse("mv")).current_snapshot().snapshot_id == snapshot
     assert rows_of(client.table("mv")) == before, "a cancelled refresh leaves the MV unchanged"
-    staging = Path(table.location().removeprefix("file://")) / "data" / f"run-{run_id}"
+    location = client.runtime.iceberg.load(ObjectName.parse("mv")).location()
+    staging = Path(location.removeprefix("file://")) / "data" / f"run-{run_id}"
     assert not staging.exists(), "a cancelled run's staging is discarded"
 
 

@@ -221,3 +221,30 @@ def main(argv: list[str]) -> int:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+SLOW_QUERY = (
+    "SELECT a.day, count(*) AS n, sum(a.v + b.v) AS s FROM events a JOIN events b ON a.day = b.day AND a.k = b.k "
+    "GROUP BY a.day"
+)
+"""A self-join whose first chunk runs for minutes once :func:`grow_for_a_long_refresh` ran."""
+
+
+def mv_before_a_long_refresh(make_client: Any, tmp_path: Path) -> tuple[Any, Path, list[tuple[Any, ...]], int]:
+    """An MV of :data:`SLOW_QUERY` built on small data, whose data then grows so that the
+    next refresh's first chunk runs for minutes (to be cancelled while it runs).
+
+    Returns:
+        (client, home, the MV's rows, its snapshot id) as built.
+    """
+    from sparkmv.names import ObjectName
+    from tests.helpers import rows_of
+
+    data, home = tmp_path / "events", tmp_path / "home"
+    write_events(data, 1, rows=200, keys=7)
+    client = make_client(home)
+    create_mv(client, data, STRICT_2, query=SLOW_QUERY)
+    before = rows_of(client.table("mv"))
+    snapshot = client.runtime.iceberg.load(ObjectName.parse("mv")).current_snapshot().snapshot_id
+    write_events(data, 2, rows=30_000, keys=1)
+    return client, home, before, snapshot

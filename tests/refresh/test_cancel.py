@@ -13,17 +13,23 @@ import pytest
 
 from sparkmv.names import ObjectName
 from tests.helpers import assert_mv_matches, rows_of
-from tests.refresh.procs import QUERY, STRICT_2, cli, create_mv, object_row, set_properties, wait_for, write_events
+from tests.refresh.procs import (
+    QUERY,
+    STRICT_2,
+    cli,
+    create_mv,
+    mv_before_a_long_refresh,
+    object_row,
+    set_properties,
+    wait_for,
+    write_events,
+)
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
 
 DAYS_8 = [f"2024-01-0{d}" for d in range(1, 9)]
 
 # A self-join: with one key, every chunk of two big partitions produces ~2e9 join rows.
-SLOW_QUERY = (
-    "SELECT a.day, count(*) AS n, sum(a.v + b.v) AS s FROM events a JOIN events b ON a.day = b.day AND a.k = b.k "
-    "GROUP BY a.day"
-)
 
 
 def _in_background(client: Any) -> tuple[threading.Thread, dict[str, Any]]:
@@ -46,15 +52,7 @@ def _current_run(client: Any) -> int | None:
 
 
 def test_cancel_during_a_long_chunk(make_client: Any, tmp_path: Path) -> None:
-    data = tmp_path / "events"
-    write_events(data, 1, rows=200, keys=7)
-    home = tmp_path / "home"
-    client = make_client(home)
-    create_mv(client, data, STRICT_2, query=SLOW_QUERY)
-    before = rows_of(client.table("mv"))
-    table = client.runtime.iceberg.load(ObjectName.parse("mv"))
-    snapshot = table.current_snapshot().snapshot_id
-    write_events(data, 2, rows=30_000, keys=1)
+    client, home, before, snapshot = mv_before_a_long_refresh(make_client, tmp_path)
 
     thread, result = _in_background(client)
     run_id = wait_for(lambda: _current_run(client), 60, "the refresh to start")
@@ -76,7 +74,8 @@ def test_cancel_during_a_long_chunk(make_client: Any, tmp_path: Path) -> None:
     assert object_row(client).state == "IDLE"
     assert client.runtime.iceberg.load(ObjectName.parse("mv")).current_snapshot().snapshot_id == snapshot
     assert rows_of(client.table("mv")) == before, "a cancelled refresh leaves the MV unchanged"
-    staging = Path(table.location().removeprefix("file://")) / "data" / f"run-{run_id}"
+    location = client.runtime.iceberg.load(ObjectName.parse("mv")).location()
+    staging = Path(location.removeprefix("file://")) / "data" / f"run-{run_id}"
     assert not staging.exists(), "a cancelled run's staging is discarded"
 
 
