@@ -8,6 +8,7 @@ as a lease check, so a stalled owner whose lease was taken over cannot record an
 from __future__ import annotations
 
 import builtins
+from collections.abc import Iterable
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
@@ -71,6 +72,38 @@ class RunStore:
         if limit is not None:
             stmt = stmt.limit(limit)
         return list(session.scalars(stmt))
+
+    @staticmethod
+    def newest_per_object(session: Session, states: Iterable[str] | None = None) -> dict[int, TaskRunRow]:
+        """object id -> its newest run (among runs in ``states`` when given); one query."""
+        newest = select(func.max(TaskRunRow.run_id)).group_by(TaskRunRow.object_id)
+        if states is not None:
+            newest = newest.where(TaskRunRow.state.in_(builtins.list(states)))
+        rows = session.scalars(select(TaskRunRow).where(TaskRunRow.run_id.in_(newest.scalar_subquery())))
+        return {r.object_id: r for r in rows}
+
+    @staticmethod
+    def by_ids(session: Session, run_ids: Iterable[int]) -> dict[int, TaskRunRow]:
+        """run id -> run, for the runs of ``run_ids`` that exist."""
+        ids = builtins.list(run_ids)
+        if not ids:
+            return {}
+        return {r.run_id: r for r in session.scalars(select(TaskRunRow).where(TaskRunRow.run_id.in_(ids)))}
+
+    @staticmethod
+    def page(
+        session: Session, object_id: int | None = None, state: str | None = None, offset: int = 0, limit: int = 50
+    ) -> tuple[builtins.list[TaskRunRow], int]:
+        """One page of runs, newest first, filtered by object and state; and the total count
+        of runs matching the filter."""
+        where = []
+        if object_id is not None:
+            where.append(TaskRunRow.object_id == object_id)
+        if state is not None:
+            where.append(TaskRunRow.state == state)
+        total = int(session.scalar(select(func.count()).select_from(TaskRunRow).where(*where)) or 0)
+        stmt = select(TaskRunRow).where(*where).order_by(TaskRunRow.run_id.desc()).offset(offset).limit(limit)
+        return builtins.list(session.scalars(stmt)), total
 
     @staticmethod
     def update(session: Session, run_id: int, **fields: Any) -> None:

@@ -287,6 +287,32 @@ def scheduler(
     run_scheduler(state.client(), once, max_concurrent_refreshes, poll_seconds, metrics_port, console)
 
 
+@app.command()
+def ui(
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(min=0, max=65535, help="Port to listen on (0: any free port).")] = 8765,
+    allow_actions: Annotated[
+        bool, typer.Option(help="Offer refresh, cancel, pause and resume (POST with the token printed here).")
+    ] = False,
+) -> None:
+    """Serve the web UI: the MV graph, freshness, runs and live progress (no Spark is started)."""
+    import importlib
+
+    from sparkmv.config import Settings
+
+    # The ui sits beside the cli (layer contract): loaded by name, as the demo is.
+    server = importlib.import_module("sparkmv.ui.server")
+    server.check_catalog_exists(Settings.resolve(state.home, state.catalog_url).catalog_url)
+    client = state.client(recover=False)  # recovery would start Spark: the scheduler does it
+    server.serve(
+        lambda token: client.ui_app(allow_actions=allow_actions, token=token),
+        host,
+        port,
+        allow_actions,
+        lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True),
+    )
+
+
 def main() -> None:
     """Entry point of the ``sparkmv`` script: runs the command and turns every error into
     one ``error:`` line and an exit code (see the module docstring)."""

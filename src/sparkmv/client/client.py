@@ -387,6 +387,20 @@ class Client:
                 for c in self.runtime.catalog.runs.chunks(s, run_id)
             ]
 
+    def ui_app(self, allow_actions: bool = False, token: str | None = None) -> Any:
+        """The ``sparkmv ui`` web application over this client's catalog, as an ASGI app
+        (Starlette) to serve with any ASGI server or mount in another app.
+
+        Args:
+            allow_actions: offer refresh, cancel, pause and resume (POST carrying ``token``).
+            token: the token actions must carry (default: a new random one,
+                ``app.state.ui.token``).
+        """
+        import importlib
+
+        # The ui is a front end above the client (layer contract): loaded by name.
+        return importlib.import_module("sparkmv.ui.app").create_app(self, allow_actions, token)
+
     @property
     def spark(self) -> SparkSession:
         """The SparkSession this client uses."""

@@ -14,7 +14,7 @@ from sparkmv.catalog import ObjectKind, RunState
 from sparkmv.catalog.models import ObjectRow, TaskRunRow
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.freshness import freshness
+from sparkmv.refresh.freshness import Freshness, freshness
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage.iceberg import IcebergStore
@@ -68,13 +68,21 @@ def _size(store: IcebergStore, name: ObjectName) -> tuple[int, int]:
     return rows, parts
 
 
-def _freshness(rt: Runtime, row: ObjectRow) -> tuple[bool, int, float]:
+def mv_freshness(rt: Runtime, row: ObjectRow) -> Freshness | None:
+    """What changed under MV ``row`` since its last refresh (the changed base partitions and
+    the oldest unconsumed change); None when it was never refreshed or a base table is gone."""
     if row.last_success_run_id is None:
-        return False, 0, 0.0
+        return None
     excluded = MvProperties.parse(row.properties or {}).excluded_refresh_tables
     try:
-        fresh = freshness(rt.catalog, rt.iceberg, row.id, row.base_tables or [], excluded)
+        return freshness(rt.catalog, rt.iceberg, row.id, row.base_tables or [], excluded)
     except SparkMvError:
+        return None
+
+
+def _freshness(rt: Runtime, row: ObjectRow) -> tuple[bool, int, float]:
+    fresh = mv_freshness(rt, row)
+    if fresh is None:
         return False, 0, 0.0
     return fresh.is_fresh, fresh.stale_partitions, fresh.staleness_seconds()
 
