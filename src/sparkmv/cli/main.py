@@ -309,8 +309,14 @@ def ui(
         host,
         port,
         allow_actions,
-        lambda line: console.print(line, highlight=False, markup=False, soft_wrap=True),
+        _print_flushed,
     )
+
+
+def _print_flushed(line: str) -> None:
+    """Print a line at once, also into a pipe (whoever started the server waits for it)."""
+    console.print(line, highlight=False, markup=False, soft_wrap=True)
+    console.file.flush()
 
 
 def main() -> None:
