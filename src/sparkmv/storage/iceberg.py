@@ -25,7 +25,6 @@ from pyiceberg.exceptions import (
     ValidationException,
 )
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression, EqualTo, IsNull, Or
-from pyiceberg.io.pyarrow import parquet_file_to_data_file
 from pyiceberg.manifest import DataFile as IcebergDataFile
 from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
@@ -432,6 +431,10 @@ def _data_files(table: Table, files: list[str]) -> list[IcebergDataFile]:
     Raises:
         OSError: a file is missing or unreadable. ValueError: its schema does not match.
     """
+    # Imported here: pyiceberg's PyArrow FileIO loads pyarrow.dataset and pandas (about 55 MB),
+    # which readers of the catalog alone (sparkmv ui, status) need not hold.
+    from pyiceberg.io.pyarrow import parquet_file_to_data_file
+
     if len(files) != len(set(files)):
         raise ValueError("staged file paths must be unique")
     if len(files) <= 1:

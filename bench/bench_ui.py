@@ -1,0 +1,159 @@
+"""Benchmark: ``sparkmv ui`` over a catalog of 500 MVs and 20,000 refresh runs.
+
+The catalog is written directly through the catalog stores (no Spark): 50 external Parquet
+base tables (a directory of 12 partitions each), 250 MVs over one or two base tables (half
+fresh, half with one stale partition, every fifth failed, a few refreshing), 250 MVs over
+those MVs, and 40 runs per MV. ``sparkmv ui`` runs as its own process; each page is fetched
+``--repeat`` times over HTTP after one cold request (the first computes freshness and the graph
+layout). Server time is the request's wall time on localhost (the client side of urllib adds
+well under a millisecond). Resident memory is the server process' VmRSS after all requests.
+Targets (issue 17): graph page and ``/api/objects`` under 200 ms, under 150 MB resident.
+
+Usage: ``.venv/bin/python bench/bench_ui.py [--repeat 9] [--write]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import re
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+MVS, RUNS_PER_MV, BASES, PARTS = 500, 40, 50, 12
+PAGES = ["/", "/api/objects", "/api/runs", "/runs", "/objects/mv_0007", "/api/objects/mv_0007"]
+
+
+def build(home: Path, data: Path) -> None:
+    """The bench catalog (see the module docstring)."""
+    from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
+    from sparkmv.catalog.versions import VersionEntry
+    from sparkmv.client.client import Client
+    from sparkmv.names import ObjectName
+    from sparkmv.sources import parquet
+
+    client = Client(home=home, recover=False)
+    cat = client.runtime.catalog
+    now = datetime.now(UTC).replace(tzinfo=None)
+    versions = {}
+    with cat.transaction() as s:
+        for b in range(BASES):
+            loc = data / f"t{b:02d}"
+            for p in range(PARTS):
+                (loc / f"m=2024-{p + 1:02d}").mkdir(parents=True)
+                (loc / f"m=2024-{p + 1:02d}" / "part-0.parquet").write_bytes(b"x" * 100)
+            cat.objects.insert(
+                s, ObjectName.parse(f"t{b:02d}"), ObjectKind.EXTERNAL_TABLE,
+                location=str(loc), format="parquet", schema_json="{}", partition_columns=["m"],
+            )
+            versions[f"default.t{b:02d}"] = parquet.pin(f"default.t{b:02d}", str(loc), "{}", ["m"]).versions()
+    with cat.transaction() as s:
+        for i in range(MVS):
+            bases = [f"default.t{i % BASES:02d}", f"default.t{(i * 7) % BASES:02d}"] if i < MVS // 2 else [
+                f"default.mv_{i % (MVS // 2):04d}"
+            ]
+            row = cat.objects.insert(
+                s, ObjectName.parse(f"mv_{i:04d}"), ObjectKind.MATERIALIZED_VIEW,
+                definition=f"SELECT m, count(*) AS n FROM {bases[0]} GROUP BY m", partition_by="m",
+                base_tables=sorted(set(bases)), properties={"partition_refresh_number": "4"},
+            )
+            last = None
+            for k in range(RUNS_PER_MV):
+                state = RunState.FAILED if (k == RUNS_PER_MV - 1 and i % 5 == 0) else RunState.SUCCESS
+                started = now - timedelta(hours=RUNS_PER_MV - k, minutes=i % 60)
+                run = cat.runs.create(
+                    s, row.id, f"default.mv_{i:04d}", Trigger.SCHEDULED, state, mode="PCT", mode_reason="changed",
+                    started=started, finished=started + timedelta(seconds=30), chunks_planned=3, chunks_done=3,
+                    rows_written=1000, error="boom" if state == RunState.FAILED else None,
+                )
+                last = run.run_id if state == RunState.SUCCESS else last
+            entries = [
+                VersionEntry(t, path, "old" if (i % 2 and path == "m=2024-03") else v)
+                for t in sorted(set(bases)) if t in versions for path, v in versions[t].items()
+            ]
+            cat.versions.apply(s, row.id, last or 0, entries, [], replace_all=True)
+            cat.objects.set_fields(s, row.id, last_success_run_id=last)
+            if i % 50 == 3:
+                run = cat.runs.create(s, row.id, f"default.mv_{i:04d}", Trigger.MANUAL, RunState.RUNNING,
+                                      started=now, chunks_planned=10, chunks_done=i % 10)
+                fresh_row = cat.objects.by_id(s, row.id)
+                cat.objects.begin_refresh(s, fresh_row, run.run_id, "bench:1:0", 3600)
+                if i % 100 == 3:
+                    cat.control.send(s, row.id, run.run_id, ControlCommand.PAUSE)
+        assert RefreshState.IDLE
+    client.close()
+
+
+def _rss_mb(pid: int) -> float:
+    text = Path(f"/proc/{pid}/status").read_text()
+    return int(re.search(r"VmRSS:\s+(\d+) kB", text).group(1)) / 1024  # type: ignore[union-attr]
+
+
+def _fetch(url: str) -> tuple[float, int]:
+    start = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=120) as r:
+        size = len(r.read())
+    return time.perf_counter() - start, size
+
+
+def measure(home: Path, repeat: int) -> tuple[list[str], float]:
+    """Cold and median warm times of each page, and the server's resident memory (MB)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    argv = [sys.executable, "-m", "sparkmv.cli.main", "--home", str(home), "ui", "--port", "0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None
+        url = re.search(r"(http://\S+/)", proc.stdout.readline()).group(1).rstrip("/")  # type: ignore[union-attr]
+        lines = []
+        for page in PAGES:
+            cold, size = _fetch(url + page)
+            warm = [_fetch(url + page)[0] for _ in range(repeat)]
+            lines.append(
+                f"| `{page}` | {cold * 1000:.0f} ms | {statistics.median(warm) * 1000:.0f} ms |"
+                f" {max(warm) * 1000:.0f} ms | {size / 1024:.0f} KiB |"
+            )
+        rss = _rss_mb(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    return lines, rss
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=9)
+    parser.add_argument("--write", action="store_true", help="append the figures to bench/RESULTS.md")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        build(Path(tmp) / "home", Path(tmp) / "data")
+        built = time.perf_counter() - t0
+        lines, rss = measure(Path(tmp) / "home", args.repeat)
+    head = (
+        f"{MVS} MVs ({MVS // 2} over {BASES} Parquet base tables of {PARTS} partitions, {MVS // 2} over MVs), "
+        f"{MVS * RUNS_PER_MV:,} runs; catalog written in {built:.1f} s. {platform.node()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC. "
+        f"`dot` {'used' if __import__('shutil').which('dot') else 'absent (own layout)'}.\n\n"
+        "| page | first request (cold: freshness, layout) | median of warm | slowest warm | size |\n"
+        "|---|---|---|---|---|\n" + "\n".join(lines) + f"\n\nServer resident memory after the requests: {rss:.0f} MB."
+    )
+    print(head)
+    if args.write:
+        from bench.results import write_results
+
+        write_results(head, "## Web UI (issue 17)")
+
+
+if __name__ == "__main__":
+    main()
