@@ -6,15 +6,21 @@ STAMP := $(VENV)/.installed
 
 JDBC_JAR := /usr/share/java/postgresql.jar
 
-.PHONY: install jdbc demo test test-slow lint lint-imports format typecheck bench clean
+.PHONY: install jdbc ui-deps demo test test-slow lint lint-imports format typecheck bench clean
 
-install: $(STAMP) jdbc
+install: $(STAMP) jdbc ui-deps
 
 # The PostgreSQL JDBC driver for refreshable tables with connector 'jdbc' (and their tests):
 # Debian's package, installed only when its jar is missing (needs root or sudo).
 jdbc:
 	@test -f $(JDBC_JAR) || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
 		$$SUDO apt-get update && $$SUDO apt-get install -y libpostgresql-jdbc-java; }
+
+# sparkmv ui: Graphviz `dot` lays out the graph; the browser test drives Debian's chromium
+# through Playwright (never `playwright install`). Installed only when missing.
+ui-deps:
+	@{ test -x /usr/bin/dot && test -x /usr/bin/chromium; } || { SUDO=$$(test "$$(id -u)" = 0 || echo sudo); \
+		$$SUDO apt-get update && $$SUDO apt-get install -y graphviz chromium chromium-driver; }
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +58,7 @@ bench: install
 	$(BIN)/python bench/bench_resume.py --repeat 2 --write
 	$(BIN)/python bench/bench_reload.py --append-results
 	$(BIN)/python bench/bench_cli.py --append-results
+	$(BIN)/python bench/bench_ui.py --write
 
 clean:
 	rm -rf $(VENV) .sparkmv .sparkmv-demo .pytest_cache .mypy_cache .ruff_cache

@@ -37,7 +37,7 @@ PAGES = ["/", "/api/objects", "/api/runs", "/runs", "/objects/mv_0007", "/api/ob
 
 def build(home: Path, data: Path) -> None:
     """The bench catalog (see the module docstring)."""
-    from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
+    from sparkmv.catalog import ControlCommand, ObjectKind, RunState, Trigger
     from sparkmv.catalog.versions import VersionEntry
     from sparkmv.client.client import Client
     from sparkmv.names import ObjectName
@@ -54,44 +54,74 @@ def build(home: Path, data: Path) -> None:
                 (loc / f"m=2024-{p + 1:02d}").mkdir(parents=True)
                 (loc / f"m=2024-{p + 1:02d}" / "part-0.parquet").write_bytes(b"x" * 100)
             cat.objects.insert(
-                s, ObjectName.parse(f"t{b:02d}"), ObjectKind.EXTERNAL_TABLE,
-                location=str(loc), format="parquet", schema_json="{}", partition_columns=["m"],
+                s,
+                ObjectName.parse(f"t{b:02d}"),
+                ObjectKind.EXTERNAL_TABLE,
+                location=str(loc),
+                format="parquet",
+                schema_json="{}",
+                partition_columns=["m"],
             )
             versions[f"default.t{b:02d}"] = parquet.pin(f"default.t{b:02d}", str(loc), "{}", ["m"]).versions()
     with cat.transaction() as s:
         for i in range(MVS):
-            bases = [f"default.t{i % BASES:02d}", f"default.t{(i * 7) % BASES:02d}"] if i < MVS // 2 else [
-                f"default.mv_{i % (MVS // 2):04d}"
-            ]
+            bases = (
+                [f"default.t{i % BASES:02d}", f"default.t{(i * 7) % BASES:02d}"]
+                if i < MVS // 2
+                else [f"default.mv_{i % (MVS // 2):04d}"]
+            )
             row = cat.objects.insert(
-                s, ObjectName.parse(f"mv_{i:04d}"), ObjectKind.MATERIALIZED_VIEW,
-                definition=f"SELECT m, count(*) AS n FROM {bases[0]} GROUP BY m", partition_by="m",
-                base_tables=sorted(set(bases)), properties={"partition_refresh_number": "4"},
+                s,
+                ObjectName.parse(f"mv_{i:04d}"),
+                ObjectKind.MATERIALIZED_VIEW,
+                definition=f"SELECT m, count(*) AS n FROM {bases[0]} GROUP BY m",
+                partition_by="m",
+                base_tables=sorted(set(bases)),
+                properties={"partition_refresh_number": "4"},
             )
             last = None
             for k in range(RUNS_PER_MV):
                 state = RunState.FAILED if (k == RUNS_PER_MV - 1 and i % 5 == 0) else RunState.SUCCESS
                 started = now - timedelta(hours=RUNS_PER_MV - k, minutes=i % 60)
                 run = cat.runs.create(
-                    s, row.id, f"default.mv_{i:04d}", Trigger.SCHEDULED, state, mode="PCT", mode_reason="changed",
-                    started=started, finished=started + timedelta(seconds=30), chunks_planned=3, chunks_done=3,
-                    rows_written=1000, error="boom" if state == RunState.FAILED else None,
+                    s,
+                    row.id,
+                    f"default.mv_{i:04d}",
+                    Trigger.SCHEDULED,
+                    state,
+                    mode="PCT",
+                    mode_reason="changed",
+                    started=started,
+                    finished=started + timedelta(seconds=30),
+                    chunks_planned=3,
+                    chunks_done=3,
+                    rows_written=1000,
+                    error="boom" if state == RunState.FAILED else None,
                 )
                 last = run.run_id if state == RunState.SUCCESS else last
             entries = [
                 VersionEntry(t, path, "old" if (i % 2 and path == "m=2024-03") else v)
-                for t in sorted(set(bases)) if t in versions for path, v in versions[t].items()
+                for t in sorted(set(bases))
+                if t in versions
+                for path, v in versions[t].items()
             ]
             cat.versions.apply(s, row.id, last or 0, entries, [], replace_all=True)
             cat.objects.set_fields(s, row.id, last_success_run_id=last)
             if i % 50 == 3:
-                run = cat.runs.create(s, row.id, f"default.mv_{i:04d}", Trigger.MANUAL, RunState.RUNNING,
-                                      started=now, chunks_planned=10, chunks_done=i % 10)
+                run = cat.runs.create(
+                    s,
+                    row.id,
+                    f"default.mv_{i:04d}",
+                    Trigger.MANUAL,
+                    RunState.RUNNING,
+                    started=now,
+                    chunks_planned=10,
+                    chunks_done=i % 10,
+                )
                 fresh_row = cat.objects.by_id(s, row.id)
                 cat.objects.begin_refresh(s, fresh_row, run.run_id, "bench:1:0", 3600)
                 if i % 100 == 3:
                     cat.control.send(s, row.id, run.run_id, ControlCommand.PAUSE)
-        assert RefreshState.IDLE
     client.close()
 
 

@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
+from sparkmv.catalog import ControlCommand, ObjectKind, RunState, Trigger
 from sparkmv.catalog.clock import utcnow
 from sparkmv.catalog.versions import VersionEntry
 from sparkmv.client.client import Client
@@ -85,8 +85,13 @@ def build(home: Path, data: Path) -> Client:
     location = _base_files(data / "events")
     with rt.catalog.transaction() as s:
         rt.catalog.objects.insert(
-            s, ObjectName.parse("events"), ObjectKind.EXTERNAL_TABLE,
-            location=str(location), format="parquet", schema_json="{}", partition_columns=["d"],
+            s,
+            ObjectName.parse("events"),
+            ObjectKind.EXTERNAL_TABLE,
+            location=str(location),
+            format="parquet",
+            schema_json="{}",
+            partition_columns=["d"],
         )
     fresh = _mv(client, "mv_fresh")
     _consume(client, fresh, _run(client, fresh, "mv_fresh", RunState.SUCCESS, rows_written=3), location)
@@ -95,7 +100,11 @@ def build(home: Path, data: Path) -> Client:
     _mv(client, "mv_never")
     _running(client, _mv(client, "mv_refreshing"), "mv_refreshing", paused=False)
     _running(client, _mv(client, "mv_paused"), "mv_paused", paused=True)
-    failed = _mv(client, "mv_failed", properties={"partition_refresh_number": "2", "partition_retention_condition": SCRIPT_PROPERTY})
+    failed = _mv(
+        client,
+        "mv_failed",
+        properties={"partition_refresh_number": "2", "partition_retention_condition": SCRIPT_PROPERTY},
+    )
     _consume(client, failed, _run(client, failed, "mv_failed", RunState.SUCCESS), location)
     _run(client, failed, "mv_failed", RunState.FAILED, error=SCRIPT_ERROR)
     _mv(client, "mv_inactive", is_active=False, inactive_reason="base table 'gone' was dropped")

@@ -81,7 +81,10 @@ def test_graph_object_page_and_live_progress(
 
         refresh = subprocess.Popen(
             sparkmv_argv(home, "sql", f"REFRESH MATERIALIZED VIEW {MV} FORCE"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env(),
         )
         try:
             page.wait_for_function(SAW_PROGRESS, arg=[old_run], timeout=WAIT_MS)

@@ -33,7 +33,9 @@ class ControlStore:
             return set()
         stmt = (
             select(ControlRow)
-            .where(ControlRow.run_id.in_(run_ids), ControlRow.command.in_([ControlCommand.PAUSE, ControlCommand.RESUME]))
+            .where(
+                ControlRow.run_id.in_(run_ids), ControlRow.command.in_([ControlCommand.PAUSE, ControlCommand.RESUME])
+            )
             .order_by(ControlRow.id)
         )
         last: dict[int, str] = {}

@@ -53,6 +53,11 @@ class UiState:
     token: str
     cache: FreshnessCache = field(default_factory=FreshnessCache)
 
+    def warm(self) -> None:
+        """Compute every MV's freshness once (before serving), so that no page waits for it;
+        afterwards values are renewed in the background (:class:`FreshnessCache`)."""
+        object_views(self.client.runtime, self.cache)
+
 
 def _render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
     ui: UiState = request.app.state.ui

@@ -40,7 +40,7 @@ def _partitions(rt: Runtime, row: ObjectRow, fresh: Freshness | None) -> list[di
         parts = IcebergStore.partitions(table)
     except SparkMvError:
         return []
-    changed_values = set()
+    changed_values: set[str] = set()
     for paths in (fresh.changed if fresh else {}).values():
         for path in paths:
             changed_values.update(seg.partition("=")[2] for seg in path.split("/") if "=" in seg)
@@ -66,9 +66,7 @@ def _bases(rt: Runtime, row: ObjectRow, fresh: Freshness | None) -> list[dict[st
     out = []
     for base in row.base_tables or []:
         parts = [
-            {"partition": part, "version": v.version}
-            for (table, part), v in sorted(versions.items())
-            if table == base
+            {"partition": part, "version": v.version} for (table, part), v in sorted(versions.items()) if table == base
         ]
         out.append(
             {

@@ -38,7 +38,7 @@ def human_seconds(seconds: float) -> str:
     >>> human_seconds(42.4), human_seconds(3725), human_seconds(190000)
     ('42 s', '1 h 2 min', '2 d 4 h')
     """
-    s = int(round(seconds))
+    s = round(seconds)
     units = (("d", 86400), ("h", 3600), ("min", 60), ("s", 1))
     parts: list[str] = []
     for unit, size in units:
@@ -92,25 +92,53 @@ def display(qualified: str) -> str:
 
 
 class FreshnessCache:
-    """Freshness per MV, recomputed at most every ``ttl`` seconds (it pins every base table:
-    file listings or Iceberg metadata) and whenever the MV's last successful run changes."""
+    """Freshness per MV (it pins every base table: file listings or Iceberg metadata), so that
+    a page costs catalog reads only.
+
+    A value is recomputed at once when the MV's last successful run changed (or was never
+    computed); a value older than ``ttl`` seconds is served while one background thread
+    recomputes it (stale-while-revalidate), so no request waits for a whole catalog's pins.
+    """
 
     def __init__(self, ttl: float = 10.0) -> None:
         self.ttl = ttl
         self._lock = threading.Lock()
         self._entries: dict[int, tuple[float, int | None, Freshness | None]] = {}
+        self._pending: dict[int, tuple[Runtime, ObjectRow]] = {}
+        self._worker: threading.Thread | None = None
 
     def get(self, rt: Runtime, row: ObjectRow) -> Freshness | None:
         """The freshness of MV ``row`` (None: never refreshed or a base table is gone)."""
-        now = time.monotonic()
         with self._lock:
             hit = self._entries.get(row.id)
-        if hit is not None and hit[1] == row.last_success_run_id and now - hit[0] < self.ttl:
-            return hit[2]
+        if hit is None or hit[1] != row.last_success_run_id:
+            return self._compute(rt, row)
+        if time.monotonic() - hit[0] >= self.ttl:
+            self._schedule(rt, row)
+        return hit[2]
+
+    def _compute(self, rt: Runtime, row: ObjectRow) -> Freshness | None:
         value = mv_freshness(rt, row)
         with self._lock:
-            self._entries[row.id] = (now, row.last_success_run_id, value)
+            self._entries[row.id] = (time.monotonic(), row.last_success_run_id, value)
         return value
+
+    def _schedule(self, rt: Runtime, row: ObjectRow) -> None:
+        with self._lock:
+            self._pending[row.id] = (rt, row)
+            if self._worker is not None and self._worker.is_alive():
+                return
+            self._worker = threading.Thread(target=self._drain, name="sparkmv-ui-freshness", daemon=True)
+            self._worker.start()
+
+    def _drain(self) -> None:
+        while True:
+            with self._lock:
+                if not self._pending:
+                    self._worker = None
+                    return
+                _, (rt, row) = self._pending.popitem()
+            self._compute(rt, row)
 
 
 def _active_state(view: ObjectView, row: ObjectRow, run: TaskRunRow | None, paused: bool) -> bool:
@@ -150,9 +178,7 @@ def _idle_state(view: ObjectView, row: ObjectRow, last: TaskRunRow | None, cache
         view.state = "stale"
         view.staleness_seconds, view.stale_partitions = round(fresh.staleness_seconds(), 3), fresh.stale_partitions
         parts = "partition" if fresh.stale_partitions == 1 else "partitions"
-        view.detail = (
-            f"stale {human_seconds(fresh.staleness_seconds())}, {fresh.stale_partitions} stale base {parts}"
-        )
+        view.detail = f"stale {human_seconds(fresh.staleness_seconds())}, {fresh.stale_partitions} stale base {parts}"
 
 
 def object_views(rt: Runtime, cache: FreshnessCache) -> list[ObjectView]:

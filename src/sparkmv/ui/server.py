@@ -5,6 +5,7 @@ from __future__ import annotations
 import secrets
 import socket
 from collections.abc import Callable
+from typing import Any
 
 from sparkmv.errors import CatalogError, SparkMvError
 
@@ -41,18 +42,26 @@ def bind(host: str, port: int) -> socket.socket:
     return sock
 
 
-def serve(app_factory: Callable[[str], object], host: str, port: int, allow_actions: bool, echo: Callable[[str], None]) -> None:
-    """Bind, print the address (and the token when actions are on), serve until interrupted."""
+def serve(
+    app_factory: Callable[[str], Any], host: str, port: int, allow_actions: bool, echo: Callable[[str], None]
+) -> None:
+    """Bind, compute every MV's freshness, print the address (and the token when actions are
+    on), serve until interrupted. ``app_factory(token)`` makes the app (:func:`create_app`).
+
+    Raises:
+        SparkMvError: when the address cannot be bound (see :func:`bind`).
+    """
     import uvicorn
 
     sock = bind(host, port)
     token = secrets.token_urlsafe(24)
     app = app_factory(token)
+    app.state.ui.warm()  # every MV's freshness, before the first page asks for it
     bound_port = sock.getsockname()[1]
     url = f"http://{host}:{bound_port}/"
     if allow_actions:
         echo(f"sparkmv ui: {url}?token={token}  (actions allowed with token {token})")
     else:
         echo(f"sparkmv ui: {url}  (read-only)")
-    config = uvicorn.Config(app, log_level="warning", lifespan="off")  # type: ignore[arg-type]
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
     uvicorn.Server(config).run(sockets=[sock])
