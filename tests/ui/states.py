@@ -78,9 +78,10 @@ def _running(client: Client, object_id: int, name: str, paused: bool) -> int:
     return run_id
 
 
-def build(home: Path, data: Path) -> Client:
-    """The catalog under ``home`` (base data under ``data``); returns a Client on it."""
-    client = Client(home=home, recover=False)
+def build(home: Path, data: Path, catalog_url: str | None = None) -> Client:
+    """The catalog under ``home`` (or at ``catalog_url``; base data under ``data``); returns a
+    Client on it."""
+    client = Client(home=home, catalog_url=catalog_url, recover=False)
     rt = client.runtime
     location = _base_files(data / "events")
     with rt.catalog.transaction() as s:

@@ -19,8 +19,9 @@ TOKEN = "t0ken-for-tests"
 
 
 @pytest.fixture
-def catalog(tmp_path: Path) -> Iterator[Client]:
-    client = build(tmp_path / "home", tmp_path / "data")
+def catalog(tmp_path: Path, catalog_url: str) -> Iterator[Client]:
+    """The catalog in every state, once on SQLite and once on PostgreSQL."""
+    client = build(tmp_path / "home", tmp_path / "data", catalog_url)
     yield client
     client.close()
 
