@@ -100,6 +100,7 @@ def test_graph_object_page_and_live_progress(
         assert "SUCCESS" in out
         expect(page.locator("#progress")).to_have_attribute("data-run-state", "SUCCESS")
         expect(page.locator("#bar")).to_have_attribute("style", "width: 100%;")
+        expect(page.locator("#state")).to_have_text("fresh")  # re-read from the status service
         marks = [m.split(":") for m in page.locator("#progress").get_attribute("data-seen").split(",")]
         done = [int(m[2]) for m in marks if int(m[0]) > old_run and m[1] == "RUNNING"]
         assert done == sorted(done) and 0 <= bar < 100  # the bar only moves forward

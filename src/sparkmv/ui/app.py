@@ -54,9 +54,12 @@ class UiState:
     cache: FreshnessCache = field(default_factory=FreshnessCache)
 
     def warm(self) -> None:
-        """Compute every MV's freshness once (before serving), so that no page waits for it;
-        afterwards values are renewed in the background (:class:`FreshnessCache`)."""
-        object_views(self.client.runtime, self.cache)
+        """Compute every MV's freshness, the graph's layout and the templates once (before
+        serving), so that no page waits for them; afterwards freshness is renewed in the
+        background (:class:`FreshnessCache`) and a layout is made when the graph changes."""
+        graph_svg(object_views(self.client.runtime, self.cache))
+        for name in ("graph.html", "object.html", "runs.html", "error.html"):
+            _TEMPLATES.get_template(name)
 
 
 def _render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
