@@ -74,6 +74,18 @@ def test_the_unmodified_package_keeps_every_contract(copy: Path) -> None:
             "sparkmv.refresh.planner -> sparkmv.sql.statements",
         ),
         (
+            "ui/graph.py",
+            "import pyspark",
+            "Spark is imported only in storage, sources and refresh",
+            "sparkmv.ui.graph -> pyspark",
+        ),
+        (
+            "client/queries.py",
+            "from sparkmv.ui import app",
+            "layers (shared/DESIGN.md): dependencies point downward only",
+            "sparkmv.client.queries -> sparkmv.ui.app",
+        ),
+        (
             "cli/render.py",
             "from sparkmv.demo import run",
             "the demo is imported by nothing",
