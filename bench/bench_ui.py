@@ -4,9 +4,10 @@ The catalog is written directly through the catalog stores (no Spark): 50 extern
 base tables (a directory of 12 partitions each), 250 MVs over one or two base tables (half
 fresh, half with one stale partition, every fifth failed, a few refreshing), 250 MVs over
 those MVs, and 40 runs per MV. ``sparkmv ui`` runs as its own process; each page is fetched
-``--repeat`` times over HTTP after a first request. Server time is the request's wall time on localhost (the client side of urllib adds
-well under a millisecond). Start-up computes every MV's freshness and the graph's ``dot`` layout
-before the address is printed. Resident memory is the server process' VmRSS after all requests.
+``--repeat`` times over HTTP after a first request. Server time is the request's wall time
+on localhost (the client side of urllib adds well under a millisecond). Start-up computes
+every MV's freshness and the graph's ``dot`` layout before the address is printed. Resident
+memory is the server process' VmRSS after all requests.
 Targets (issue 17): graph page and ``/api/objects`` under 200 ms, under 150 MB resident.
 
 Usage: ``.venv/bin/python bench/bench_ui.py [--repeat 9] [--write]``
