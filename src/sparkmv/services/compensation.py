@@ -1,0 +1,102 @@
+"""Partition compensation for query rewrite: which partitions of a stale MV must be computed
+from the base, and from which base partitions.
+
+Decided as a PCT refresh of the MV would decide it now (:func:`sparkmv.refresh.planner.plan_refresh`
+over :func:`sparkmv.refresh.context.plan_input`: base versions against the MV's version map,
+mapped onto MV partitions through the partition lineage), with the properties that only
+shape a refresh (mode, strategy, TTL, retention, excluded tables, automatic limits) set so the
+plan names every stale partition. The base partitions feeding them come from the same
+function a PCT chunk reads through (:func:`sparkmv.refresh.chunking.base_partitions_for`).
+
+Not compensated, with the reason: an unpartitioned MV or one whose partition lineage is
+unknown, a change in a non-reference table (every partition would be stale), and a change
+reaching MV partitions no reference partition maps to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from sparkmv.analysis.rewrite import BaseFilter, MvCandidate, StalePartitions
+from sparkmv.catalog.models import ObjectRow
+from sparkmv.errors import SparkMvError
+from sparkmv.names import ObjectName
+from sparkmv.refresh.chunking import Chunk, base_partitions_for
+from sparkmv.refresh.context import MvDefinition, pin_all, plan_input
+from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, PlanInput, RefreshRequest, plan_refresh
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage.partition_values import sort_key
+
+
+def compensate(rt: Runtime, row: ObjectRow, candidate: MvCandidate) -> MvCandidate | str:
+    """``candidate`` with its stale partitions to compute from the base (:attr:`MvCandidate.stale`;
+    None when nothing is stale any more), or why they cannot be computed from the base.
+
+    Never raises for a base table that cannot be read: that is a reason.
+    """
+    mv = MvDefinition.from_row(row)
+    if mv.partition_by is None:
+        return "not compensated from base: unpartitioned MV"
+    try:
+        inp = _plan_input(rt, mv)
+        plan = plan_refresh(inp)
+    except SparkMvError as exc:
+        return f"not compensated from base: {exc}"
+    why = _not_compensable(plan)
+    if why is not None:
+        return f"not compensated from base: {why}"
+    values = sorted(plan.partitions, key=lambda v: sort_key(v, inp.partition_kind))
+    if not values:
+        return dataclasses.replace(candidate, stale=None)
+    stale = StalePartitions(
+        mv.partition_by, inp.partition_kind, tuple(values), row.definition or "", _base_filters(inp, values)
+    )
+    return dataclasses.replace(candidate, stale=stale)
+
+
+def _plan_input(rt: Runtime, mv: MvDefinition) -> PlanInput:
+    """The planner's input for a PCT refresh of every stale partition of ``mv`` now."""
+    props = dataclasses.replace(
+        mv.properties,
+        refresh_mode="PCT",
+        partition_refresh_strategy="ADAPTIVE",
+        partition_ttl=None,
+        partition_retention_condition=None,
+        excluded_refresh_tables=(),  # an excluded table's change still makes the MV stale
+        auto_refresh_partitions_limit=None,
+    )
+    mv = dataclasses.replace(mv, properties=props)
+    pinned = pin_all(rt.catalog, rt.iceberg, mv.base_tables)
+    return plan_input(rt, mv, pinned, RefreshRequest())
+
+
+def _not_compensable(plan: Plan) -> str | None:
+    """Why the stale partitions of ``plan`` cannot be computed from the base, or None."""
+    if plan.mode == "SKIP":
+        return None
+    if plan.mode != "PCT":
+        return plan.reason.removeprefix("PCT impossible: ")
+    if OUTSIDE_LABEL in plan.partition_reasons:
+        return f"partitions outside the reference tables' changed ({plan.partition_reasons[OUTSIDE_LABEL]})"
+    for why in plan.partition_reasons.values():
+        if why.startswith("non-reference table"):
+            return why
+    return None
+
+
+def _base_filters(inp: PlanInput, values: list[str | None]) -> tuple[BaseFilter, ...]:
+    """Per reference table, the base partitions feeding the MV partitions ``values``: the
+    paths a PCT chunk of them reads, as values of the mapped partition column. Only with
+    complete lineage (no outer join, every row's partition from a reference table);
+    otherwise the base is read whole and only the MV partition column is filtered."""
+    if not inp.lineage.complete:
+        return ()
+    paths = base_partitions_for(Chunk(list(values)), inp.lineage, inp.pinned)
+    out = []
+    for table, chosen in sorted(paths.items()):
+        column = inp.lineage.mappings[table].base_column
+        pinned = inp.pinned[table]
+        kind = pinned.partition_kinds().get(column.lower(), "string")
+        found = sorted({pinned.value(p, column) for p in chosen}, key=lambda v: sort_key(v, kind))
+        out.append(BaseFilter(ObjectName.parse(table, allow_reserved=True), column, kind, tuple(found)))
+    return tuple(out)
