@@ -25,7 +25,7 @@ renders it, with typed literals (:func:`sparkmv.analysis.query.partition_literal
 >>> mv = MvCandidate(ObjectName("default", "by_m"), "", (("m", "string"), ("s", "bigint")), stale=stale)
 >>> sql = union_source(mv, "default__by_m").sql("spark")
 >>> for cut in (" UNION ALL ", " FROM (SELECT m", " AS __smv_q "):
-...     sql = sql.replace(cut, "\n" + cut.strip() + " ")
+...     sql = sql.replace(cut, "\n" + cut.lstrip())
 >>> print(sql)
 (SELECT `m`, `s` FROM default.by_m WHERE NOT `m` IS NULL AND NOT `m` IN ('1995-02')
 UNION ALL SELECT CAST(`__smv_q`.`m` AS STRING) AS `m`, CAST(`__smv_q`.`s` AS BIGINT) AS `s`
