@@ -174,8 +174,8 @@ def test_unpartitioned_mv_is_not_compensated(uc: Client) -> None:
     write_partition(root / "li", "l_month", "1995-03", _li("1995-03", 1, 900), file="part-2.parquet")
     result = uc.rewrite(sql)
     assert any(
-        r.startswith("unpart: ") and r.endswith("stale base partitions and consistency CHECKED; "
-        "not compensated from base: unpartitioned MV")
+        r.startswith("unpart: ")
+        and r.endswith("stale base partitions and consistency CHECKED; not compensated from base: unpartitioned MV")
         for r in result.reasons
     ), result.reasons
     assert result.mvs == [ObjectName("default", "by_month")]  # the partitioned MV, compensated

@@ -24,13 +24,15 @@ from sparkmv.names import ObjectName
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, pin_all, plan_input
 from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, PlanInput, RefreshRequest, plan_refresh
+from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage.partition_values import sort_key
 
 
 def compensate(rt: Runtime, row: ObjectRow, candidate: MvCandidate) -> MvCandidate | str:
     """``candidate`` with its stale partitions to compute from the base (:attr:`MvCandidate.stale`;
-    None when nothing is stale any more), or why they cannot be computed from the base.
+    None when nothing is stale any more), or why they cannot be computed from the base
+    (``not compensated from base: non-reference table default.cust changed``).
 
     Never raises for a base table that cannot be read: that is a reason.
     """
@@ -38,26 +40,49 @@ def compensate(rt: Runtime, row: ObjectRow, candidate: MvCandidate) -> MvCandida
     if mv.partition_by is None:
         return "not compensated from base: unpartitioned MV"
     try:
-        inp = _plan_input(rt, mv)
-        plan = plan_refresh(inp)
+        stale = stale_partitions(_plan_input(rt, mv), row.definition or "")
     except SparkMvError as exc:
         return f"not compensated from base: {exc}"
-    why = _not_compensable(plan)
-    if why is not None:
-        return f"not compensated from base: {why}"
-    values = sorted(plan.partitions, key=lambda v: sort_key(v, inp.partition_kind))
-    if not values:
-        return dataclasses.replace(candidate, stale=None)
-    stale = StalePartitions(
-        mv.partition_by, inp.partition_kind, tuple(values), row.definition or "", _base_filters(inp, values)
-    )
+    if isinstance(stale, str):
+        return f"not compensated from base: {stale}"
     return dataclasses.replace(candidate, stale=stale)
 
 
+def stale_partitions(inp: PlanInput, definition: str) -> StalePartitions | str | None:
+    """The stale partitions of the MV whose planner input is ``inp`` (its defining query
+    ``definition``), as a PCT refresh now would compute them, with the base partitions
+    feeding them; None when none is stale; or why they cannot be computed from the base.
+
+    Raises:
+        SparkMvError: when the planner's input cannot be evaluated.
+    """
+    if inp.partition_by is None:
+        return "unpartitioned MV"
+    plan = plan_refresh(
+        dataclasses.replace(inp, properties=_every_stale_partition(inp.properties), request=RefreshRequest())
+    )
+    why = _not_compensable(plan)
+    if why is not None:
+        return why
+    values = sorted(plan.partitions, key=lambda v: sort_key(v, inp.partition_kind))
+    if not values:
+        return None
+    return StalePartitions(inp.partition_by, inp.partition_kind, tuple(values), definition, _base_filters(inp, values))
+
+
 def _plan_input(rt: Runtime, mv: MvDefinition) -> PlanInput:
-    """The planner's input for a PCT refresh of every stale partition of ``mv`` now."""
-    props = dataclasses.replace(
-        mv.properties,
+    """The planner's input for a refresh of ``mv`` now (no retention condition: it would be
+    evaluated by Spark, and :func:`stale_partitions` ignores it)."""
+    mv = dataclasses.replace(mv, properties=_every_stale_partition(mv.properties))
+    pinned = pin_all(rt.catalog, rt.iceberg, mv.base_tables)
+    return plan_input(rt, mv, pinned, RefreshRequest())
+
+
+def _every_stale_partition(props: MvProperties) -> MvProperties:
+    """``props`` with the properties that only shape a refresh set so a PCT plan names
+    every stale partition."""
+    return dataclasses.replace(
+        props,
         refresh_mode="PCT",
         partition_refresh_strategy="ADAPTIVE",
         partition_ttl=None,
@@ -65,9 +90,6 @@ def _plan_input(rt: Runtime, mv: MvDefinition) -> PlanInput:
         excluded_refresh_tables=(),  # an excluded table's change still makes the MV stale
         auto_refresh_partitions_limit=None,
     )
-    mv = dataclasses.replace(mv, properties=props)
-    pinned = pin_all(rt.catalog, rt.iceberg, mv.base_tables)
-    return plan_input(rt, mv, pinned, RefreshRequest())
 
 
 def _not_compensable(plan: Plan) -> str | None:
@@ -75,7 +97,7 @@ def _not_compensable(plan: Plan) -> str | None:
     if plan.mode == "SKIP":
         return None
     if plan.mode != "PCT":
-        return plan.reason.removeprefix("PCT impossible: ")
+        return plan.reason.removeprefix("PCT impossible: ").split("; changed: ")[0]
     if OUTSIDE_LABEL in plan.partition_reasons:
         return f"partitions outside the reference tables' changed ({plan.partition_reasons[OUTSIDE_LABEL]})"
     for why in plan.partition_reasons.values():
