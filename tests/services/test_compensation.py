@@ -61,6 +61,11 @@ def test_nothing_stale_and_what_cannot_be_compensated() -> None:
     assert stale_partitions(_input({"1995-01-20": "v2"}, lineage=unknown), QUERY) == (
         "partition column 'm' does not derive from a base partition column"
     )
+    incomplete = Lineage({FACT: PartitionMapping(FACT, "d", Transform("trunc_month"))}, complete=False)
+    outer = "SELECT trunc(d, 'MM') AS m, count(*) AS n FROM dim LEFT JOIN fact ON dim.k = fact.k GROUP BY 1"
+    assert stale_partitions(_input({"1995-01-20": "v2"}, lineage=incomplete), outer) == (
+        "its query has an outer join: a base change may reach partitions the lineage does not map"
+    )
     no_partition = dataclasses.replace(_input({"1995-01-20": "v2"}), partition_by=None)
     assert stale_partitions(no_partition, QUERY) == "unpartitioned MV"
 

@@ -9,14 +9,18 @@ plan names every stale partition. The base partitions feeding them come from the
 function a PCT chunk reads through (:func:`sparkmv.refresh.chunking.base_partitions_for`).
 
 Not compensated, with the reason: an unpartitioned MV or one whose partition lineage is
-unknown, a change in a non-reference table (every partition would be stale), and a change
-reaching MV partitions no reference partition maps to.
+unknown, a change in a non-reference table (every partition would be stale), a change
+reaching MV partitions no reference partition maps to, and an MV whose lineage is not
+complete because of an outer join (its NULL-padded rows may change in any partition).
 """
 
 from __future__ import annotations
 
 import dataclasses
 
+from sqlglot import exp
+
+from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.rewrite import BaseFilter, MvCandidate, StalePartitions
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import SparkMvError
@@ -58,6 +62,10 @@ def stale_partitions(inp: PlanInput, definition: str) -> StalePartitions | str |
     """
     if inp.partition_by is None:
         return "unpartitioned MV"
+    if not inp.lineage.complete and any(j.args.get("side") for j in parse_query(definition).find_all(exp.Join)):
+        # A NULL-padded row of an outer join can appear or vanish in a partition no changed
+        # base partition maps to: only a full recomputation would be right.
+        return "its query has an outer join: a base change may reach partitions the lineage does not map"
     plan = plan_refresh(
         dataclasses.replace(inp, properties=_every_stale_partition(inp.properties), request=RefreshRequest())
     )
@@ -99,7 +107,7 @@ def _not_compensable(plan: Plan) -> str | None:
     if plan.mode != "PCT":
         return plan.reason.removeprefix("PCT impossible: ").split("; changed: ")[0]
     if OUTSIDE_LABEL in plan.partition_reasons:
-        return f"partitions outside the reference tables' changed ({plan.partition_reasons[OUTSIDE_LABEL]})"
+        return f"rows outside the reference partitions changed ({plan.partition_reasons[OUTSIDE_LABEL]})"
     for why in plan.partition_reasons.values():
         if why.startswith("non-reference table"):
             return why
