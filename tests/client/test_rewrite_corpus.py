@@ -221,8 +221,8 @@ def test_stale_partitions_checked_vs_loose(rw: Client) -> None:
     extra = _lineitem(random.Random(1), "1995-02", 5, 10_000)
     write_partition(rw.root / "li", "l_month", "1995-02", extra, file="part-1.parquet")  # type: ignore[attr-defined]
     checked = rw.rewrite(sql)
-    assert not checked.rewritten
-    assert "q1: 1 stale base partitions and consistency CHECKED" in checked.reasons
+    assert checked.mvs == [ObjectName("default", "q1")] and "UNION ALL" in checked.sql
+    assert checked.compensations == ["q1: 1 stale partitions and consistency CHECKED: compensated from base"]
     after = _rows(run_query(rw.runtime, sql))
     assert _rows(rw.sql(sql)) == after != before
     rw.sql("ALTER MATERIALIZED VIEW q1 SET PROPERTIES ('query_rewrite_consistency' = 'LOOSE')")

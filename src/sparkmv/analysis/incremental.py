@@ -28,16 +28,16 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib import resources
 
 from sqlglot import exp
 from sqlglot.optimizer.normalize_identifiers import normalize_identifiers
 
-from sparkmv.analysis.query import DIALECT, referenced_tables, table_name
+from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name
 from sparkmv.errors import AnalysisError
-from sparkmv.names import ObjectName
+from sparkmv.names import ObjectName, is_hidden_column
 
 STATE_PREFIX = "__smv_"
 ROW_COUNT = "__smv_count"
@@ -134,6 +134,26 @@ def analyze_incremental(query: exp.Query) -> IvmAnalysis:
         return IvmAnalysis(None, False, columns, (), query.sql(DIALECT))
     state = (ROW_COUNT, *(name for column in columns for name in column.state))
     return IvmAnalysis(None, True, columns, state, _augment(branches[0], columns))
+
+
+def stored_query(definition: str, columns: Iterable[str]) -> exp.Query:
+    """The query whose rows an MV's table with ``columns`` stores: its defining query
+    (Spark SQL text), or, when the table has hidden state columns, the query augmented with
+    them (:attr:`IvmAnalysis.augmented_sql`). Not to be modified: the augmented query is
+    shared (analysed once per definition in a process).
+
+    >>> stored_query("SELECT k, count(*) AS n FROM f GROUP BY k", ["k", "n", "__smv_count"]).sql(DIALECT)
+    'SELECT k, COUNT(*) AS n, COUNT(*) AS __smv_count FROM f GROUP BY k'
+    """
+    if not any(is_hidden_column(c) for c in columns):
+        return parse_query(definition)
+    return augmented_query(definition)
+
+
+@functools.lru_cache(maxsize=256)
+def augmented_query(definition: str) -> exp.Query:
+    """The parsed :attr:`IvmAnalysis.augmented_sql` of ``definition`` (cached, shared)."""
+    return parse_query(analyze_incremental(parse_query(definition)).augmented_sql)
 
 
 def _reason(construct: exp.Expr | str | None, why: str) -> str:

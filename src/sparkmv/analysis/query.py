@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable, Mapping
 
 import sqlglot
 from sqlglot import exp
@@ -137,30 +138,96 @@ def filter_partitions(
     sql: str, column: str, values: list[str | None], kind: str = "string", exclude: bool = False
 ) -> str:
     """Wrap ``sql`` so only rows whose ``column`` is one of ``values`` remain (with
-    ``exclude``: only rows whose ``column`` is none of them). Values are partition values
-    in their one text form, compared as typed literals of ``kind``
-    (:mod:`sparkmv.storage.partition_values`).
+    ``exclude``: only rows whose ``column`` is none of them), by :func:`partition_predicate`.
 
     >>> filter_partitions("SELECT 1 AS m", "m", ["a", None])
     "SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE `m` IN ('a') OR `m` IS NULL"
     >>> filter_partitions("SELECT 1 AS m", "m", ["2024-01-01"], "date", exclude=True)
-    "SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE `m` IS NULL OR NOT (`m` IN (DATE '2024-01-01'))"
+    "SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE `m` IS NULL OR NOT `m` IN (CAST('2024-01-01' AS DATE))"
     >>> filter_partitions("SELECT 1 AS m", "m", [], exclude=True)
     'SELECT * FROM (SELECT 1 AS m) AS __smv_q WHERE TRUE'
     """
-    from sparkmv.storage.partition_values import spark_literal
+    where = partition_predicate(exp.column(column, quoted=True), values, kind, exclude)
+    return f"SELECT * FROM ({sql}) AS __smv_q WHERE {where.sql(DIALECT)}"
 
-    col = f"`{column}`"
-    literals = [spark_literal(v, kind) for v in values if v is not None]
+
+def partition_literal(text: str | None, kind: str) -> exp.Expr:
+    """The Spark SQL literal (a sqlglot tree) of a typed partition value given in its one
+    text form (:mod:`sparkmv.storage.partition_values`); ``NULL`` for None.
+
+    Raises:
+        PartitionValueError: when ``text`` is not a value of ``kind``.
+
+    >>> [partition_literal(v, k).sql(DIALECT) for v, k in
+    ...  [("2024-01-01", "date"), ("2024-01-01 10:00:00", "timestamp"), ("it's", "string"), ("007", "integer"),
+    ...   ("true", "boolean"), (None, "date")]]
+    ["CAST('2024-01-01' AS DATE)", "CAST('2024-01-01 10:00:00' AS TIMESTAMP_NTZ)", "'it\\\\'s'", '7', 'TRUE', 'NULL']
+    """
+    from sparkmv.storage.partition_values import parse, to_text
+
+    value = parse(text, kind)
+    if value is None:
+        return exp.Null()
+    canon = to_text(value)
+    assert canon is not None
+    if kind == "integer":
+        return exp.Literal.number(canon)
+    if kind == "boolean":
+        return exp.Boolean(this=bool(value))
+    literal = exp.Literal.string(canon)
+    cast = {"date": "DATE", "timestamp": "TIMESTAMP_NTZ", "timestamptz": "TIMESTAMP"}.get(kind)
+    return exp.cast(literal, exp.DataType.build(cast, dialect=DIALECT)) if cast else literal
+
+
+def partition_predicate(column: exp.Expr, values: Iterable[str | None], kind: str, exclude: bool = False) -> exp.Expr:
+    """``column`` is one of ``values`` (typed partition values in their text form, None for
+    NULL), or with ``exclude`` none of them; NULL is matched with ``IS NULL``, never ``IN``.
+
+    Raises:
+        PartitionValueError: when a value is not of ``kind``.
+
+    >>> m = exp.column("m")
+    >>> [partition_predicate(m, v, "integer", x).sql(DIALECT) for v, x in
+    ...  [(["1", None], False), (["1", None], True), ([None], True), ([], False), (["2"], True)]]
+    ['m IN (1) OR m IS NULL', 'NOT m IS NULL AND NOT m IN (1)', 'NOT m IS NULL', 'FALSE', 'm IS NULL OR NOT m IN (2)']
+    """
+    values = list(values)
+    literals = [partition_literal(v, kind) for v in values if v is not None]
     has_null = any(v is None for v in values)
-    listed = f"{col} IN ({', '.join(literals)})" if literals else None
+    listed = exp.In(this=column.copy(), expressions=literals) if literals else None
+    is_null = exp.Is(this=column.copy(), expression=exp.Null())
     if not exclude:
-        preds = [p for p in (listed, f"{col} IS NULL" if has_null else None) if p]
-        where = " OR ".join(preds) if preds else "FALSE"
-    elif not values:
-        where = "TRUE"
-    elif has_null:
-        where = f"{col} IS NOT NULL" + (f" AND NOT ({listed})" if listed else "")
-    else:
-        where = f"{col} IS NULL OR NOT ({listed})"
-    return f"SELECT * FROM ({sql}) AS __smv_q WHERE {where}"
+        parts: list[exp.Expr] = [p for p in (listed, is_null if has_null else None) if p is not None]
+        return exp.or_(*parts, copy=False) if parts else exp.false()
+    if not values:
+        return exp.true()
+    if has_null:
+        kept: list[exp.Expr] = [exp.not_(is_null, copy=False)]
+        if listed is not None:
+            kept.append(exp.not_(listed, copy=False))
+        return exp.and_(*kept, copy=False)
+    assert listed is not None
+    return exp.or_(is_null, exp.not_(listed, copy=False), copy=False)
+
+
+def restrict_tables(query: exp.Query, conditions: Mapping[ObjectName, exp.Expr]) -> exp.Query:
+    """A copy of ``query`` in which every reference to a table of ``conditions`` reads only
+    the rows meeting its condition (over the table's unqualified columns): ``FROM t AS x``
+    becomes ``FROM (SELECT * FROM t WHERE <condition>) AS x``; a reference without an alias
+    keeps the table's name as alias, so qualified columns still resolve.
+
+    >>> q = parse_query("SELECT a FROM t JOIN u ON t.k = u.k")
+    >>> restrict_tables(q, {ObjectName("default", "t"): exp.column("p").eq(1)}).sql(DIALECT)
+    'SELECT a FROM (SELECT * FROM t WHERE p = 1) AS t JOIN u ON t.k = u.k'
+    """
+    bound = query.copy()
+    for table in _table_refs(bound):
+        condition = conditions.get(table_name(table))
+        if condition is None:
+            continue
+        alias = table.alias or table.name
+        source = table.copy()
+        source.set("alias", None)
+        inner = exp.select("*").from_(source).where(condition.copy())
+        table.replace(exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return bound

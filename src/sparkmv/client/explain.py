@@ -70,8 +70,9 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
 
 
 def explain_query(result: RewriteResult, enabled: bool = True) -> str:
-    """Text of a query rewrite: the MVs used and why, the SQL run, and each rejected MV
-    with its reason (``rewrite: disabled in this session`` when ``enabled`` is False).
+    """Text of a query rewrite: the MVs used and why, the SQL run, the MVs whose stale
+    partitions are computed from the base, and each rejected MV with its reason
+    (``rewrite: disabled in this session`` when ``enabled`` is False).
 
     >>> print(explain_query(RewriteResult("SELECT 1", "SELECT 1")))
     rewrite: none
@@ -81,6 +82,10 @@ def explain_query(result: RewriteResult, enabled: bool = True) -> str:
     head = "rewrite: " + ("; ".join(str(u) for u in result.used) if result.used else "none")
     if not enabled:
         head += " (disabled in this session: queries run as written)"
-    out = [head, f"SQL: {result.sql}", "rejected MVs:" + ("" if result.rejected else " (none)")]
+    out = [head, f"SQL: {result.sql}"]
+    if result.compensations:
+        out.append("partition compensation:")
+        out.extend(f"  {line}" for line in result.compensations)
+    out.append("rejected MVs:" + ("" if result.rejected else " (none)"))
     out.extend(f"  {reason}" for reason in result.reasons)
     return "\n".join(out)

@@ -10,7 +10,6 @@ chunk whose result exceeds :data:`SMALL_CHUNK_ROWS` rows is computed again the n
 
 from __future__ import annotations
 
-from functools import lru_cache
 from pathlib import Path
 
 from pyspark.sql import DataFrame
@@ -18,8 +17,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
 from sqlglot import exp
 
-from sparkmv.analysis.incremental import analyze_incremental
-from sparkmv.analysis.query import bind_tables, filter_partitions, parse_query
+from sparkmv.analysis.incremental import augmented_query
+from sparkmv.analysis.query import bind_tables, filter_partitions
 from sparkmv.names import ObjectName, is_hidden_column
 from sparkmv.refresh.context import MvDefinition
 from sparkmv.refresh.planner import Chunk
@@ -115,18 +114,12 @@ def _quoted(name: str) -> str:
 def stored_query(mv: MvDefinition, columns: list[str]) -> exp.Query:
     """The query whose rows the MV's table stores: the defining query, or, when the table
     has hidden state columns (:data:`sparkmv.names.HIDDEN_COLUMN_PREFIX`), the query
-    augmented with them (:func:`sparkmv.analysis.incremental.analyze_incremental`), so a FULL
+    augmented with them (:func:`sparkmv.analysis.incremental.augmented_query`), so a FULL
     or PCT refresh keeps the state an incremental refresh needs. Not to be modified: the
     augmented query is shared between runs of the same definition."""
     if not any(is_hidden_column(c) for c in columns):
         return mv.query
-    return _augmented(mv.query.sql(dialect="spark"))
-
-
-@lru_cache(maxsize=256)
-def _augmented(definition: str) -> exp.Query:
-    """The augmented query of ``definition`` (analysed once per definition in a process)."""
-    return parse_query(analyze_incremental(parse_query(definition)).augmented_sql)
+    return augmented_query(mv.query.sql(dialect="spark"))
 
 
 def input_bytes(pinned: dict[str, PinnedTable], restrict: dict[str, set[str]]) -> int:

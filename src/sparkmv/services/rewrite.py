@@ -6,11 +6,14 @@ candidates and gates them on freshness:
 * MVs reading none of the query's tables are not candidates;
 * an inactive MV, one never built, and one with ``query_rewrite_consistency = 'DISABLE'``
   is rejected with that reason;
-* ``CHECKED`` (default): an MV is used only when no base partition it depends on changed
-  since its last refresh, decided on base versions by the one freshness rule
+* ``CHECKED`` (default): an MV is used as it is only when no base partition it depends on
+  changed since its last refresh, decided on base versions by the one freshness rule
   (:mod:`sparkmv.refresh.freshness`), or when its last refresh finished within
-  ``mv_rewrite_staleness_second``; a stale MV is rejected (``3 stale base partitions and
-  consistency CHECKED``) and the query rewritten without it;
+  ``mv_rewrite_staleness_second``; otherwise its stale partitions are computed from the
+  base and UNION ALL-ed with its fresh ones (partition compensation,
+  :mod:`sparkmv.services.compensation`), or, when they cannot be, it is rejected (``3 stale
+  base partitions and consistency CHECKED; not compensated from base: non-reference table
+  default.cust changed``) and the query rewritten without it;
 * ``LOOSE``: the MV is used as it is.
 
 Freshness is checked only for the MVs a rewrite chose (it pins their base tables). Every
@@ -34,6 +37,7 @@ from sparkmv.names import ObjectName, is_hidden_column
 from sparkmv.refresh.freshness import freshness
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.services.compensation import compensate
 
 REGISTRY = CollectorRegistry()
 """The registry of the rewrite counter (served by whoever exposes metrics)."""
@@ -68,13 +72,23 @@ def rewrite(rt: Runtime, sql: str, count: bool = True) -> RewriteResult:
     if not candidates:
         return RewriteResult(sql, sql, (), tuple(rejected))
     schema = _schemas(rt, objects, tables | {_name(t) for c in candidates for t in rows[c.name].base_tables or []})
+    checked: set[ObjectName] = set()
     while True:
         result = rewrite_query(sql, candidates, schema, rejected)
-        stale = [(n, why) for n in result.mvs if (why := _stale(rt, rows[n])) is not None]
-        if not stale:
+        changed = False
+        for name in (n for n in result.mvs if n not in checked):
+            checked.add(name)
+            verdict = _gate(rt, rows[name], next(c for c in candidates if c.name == name))
+            if verdict is None:
+                continue
+            changed = True
+            if isinstance(verdict, str):
+                rejected.append((name, verdict))
+                candidates = [c for c in candidates if c.name != name]
+            else:
+                candidates = [verdict if c.name == name else c for c in candidates]
+        if not changed:
             break
-        rejected.extend(stale)
-        candidates = [c for c in candidates if c.name not in dict(stale)]
     if count:
         for name in result.mvs:
             REWRITES.labels(name.display).inc()
@@ -97,8 +111,10 @@ def _never(row: ObjectRow) -> str | None:
     return None
 
 
-def _stale(rt: Runtime, row: ObjectRow) -> str | None:
-    """Why the MV of ``row`` is too stale to answer under its consistency, or None."""
+def _gate(rt: Runtime, row: ObjectRow, candidate: MvCandidate) -> MvCandidate | str | None:
+    """Freshness of a chosen MV under its consistency: None when it is used as it is; the
+    candidate with stale partitions to compute from the base (partition compensation);
+    or why it is too stale to answer."""
     props = MvProperties.parse(row.properties or {})
     if props.query_rewrite_consistency == "LOOSE":
         return None
@@ -112,7 +128,10 @@ def _stale(rt: Runtime, row: ObjectRow) -> str | None:
         return f"its freshness cannot be decided: {exc}"
     if fresh.is_fresh:
         return None
-    return f"{fresh.stale_partitions} stale base partitions and consistency CHECKED"
+    verdict = compensate(rt, row, candidate)
+    if isinstance(verdict, str):
+        return f"{fresh.stale_partitions} stale base partitions and consistency CHECKED; {verdict}"
+    return verdict
 
 
 def _candidate(rt: Runtime, name: ObjectName, row: ObjectRow) -> MvCandidate | None:

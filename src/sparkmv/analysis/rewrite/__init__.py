@@ -12,7 +12,10 @@ candidate not used, why. Classes, tried on each SELECT of the query from the out
   MV's columns;
 * aggregate rollup: the query groups by expressions of a subset of the MV's keys; its
   aggregates are derived (:mod:`sparkmv.analysis.rewrite.derive`); HAVING, ORDER BY and
-  LIMIT are kept on top.
+  LIMIT are kept on top;
+* partition compensation: a candidate with :attr:`MvCandidate.stale` partitions is read as
+  its fresh partitions UNION ALL the stale ones computed from the base
+  (:mod:`sparkmv.analysis.rewrite.union`), under any of the classes above.
 
 >>> from sparkmv.names import ObjectName
 >>> li = ObjectName("default", "li")
@@ -43,22 +46,36 @@ from sparkmv.analysis.rewrite.derive import NoMatch, describe
 from sparkmv.analysis.rewrite.match import COMPENSATION, EXACT, ROLLUP, Match, match_block
 from sparkmv.analysis.rewrite.normalize import Schema, qualify_query, select_block
 from sparkmv.analysis.rewrite.shape import MvCandidate, MvShape, mv_shape
+from sparkmv.analysis.rewrite.union import BaseFilter, StalePartitions
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 
-__all__ = ["COMPENSATION", "EXACT", "ROLLUP", "MvCandidate", "RewriteResult", "UsedMv", "rewrite_query"]
+__all__ = [
+    "COMPENSATION",
+    "EXACT",
+    "ROLLUP",
+    "BaseFilter",
+    "MvCandidate",
+    "RewriteResult",
+    "StalePartitions",
+    "UsedMv",
+    "rewrite_query",
+]
 _KIND_ORDER = {EXACT: 0, COMPENSATION: 1, ROLLUP: 2}
 
 
 @dataclass(frozen=True)
 class UsedMv:
     """An MV a rewrite reads: its name, the kind of rewrite and details (``grouping by
-    l_shipmode; compensating l_shipmonth >= '1995-01'``)."""
+    l_shipmode; compensating l_shipmonth >= '1995-01'``), and its partition compensation."""
 
     name: ObjectName
     kind: str
     detail: str
     select: exp.Select | None = field(default=None, repr=False, compare=False)
+    compensation: str = ""
+    """With stale partitions computed from the base: ``3 stale partitions and consistency
+    CHECKED: compensated from base``; else empty."""
 
     def __str__(self) -> str:
         return f"{self.name.display}: {self.kind}" + (f" ({self.detail})" if self.detail else "")
@@ -90,6 +107,12 @@ class RewriteResult:
     def mvs(self) -> list[ObjectName]:
         """Names of the MVs used."""
         return [u.name for u in self.used]
+
+    @property
+    def compensations(self) -> list[str]:
+        """``<mv>: <n> stale partitions and consistency CHECKED: compensated from base`` of
+        each MV used with partition compensation."""
+        return [f"{u.name.display}: {u.compensation}" for u in self.used if u.compensation]
 
     @property
     def reasons(self) -> list[str]:
@@ -176,7 +199,9 @@ def _rewrite_block(select: exp.Select, shapes: list[MvShape], reasons: dict[Obje
     for shape, other in matches[1:]:
         reasons[shape.candidate.name] = f"usable ({other.kind}), but {best.candidate.name.display} has fewer rows"
     select.replace(match.select)
-    return UsedMv(best.candidate.name, match.kind, match.detail, match.select)
+    stale = best.candidate.stale
+    compensation = stale.describe() if stale is not None else ""
+    return UsedMv(best.candidate.name, match.kind, match.detail, match.select, compensation)
 
 
 def _rows(shape: MvShape) -> float:

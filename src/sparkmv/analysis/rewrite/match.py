@@ -20,6 +20,8 @@ from sparkmv.analysis.rewrite.derive import NoMatch, derive_aggregate, describe
 from sparkmv.analysis.rewrite.implies import implies
 from sparkmv.analysis.rewrite.normalize import Block, canonical, table_alias
 from sparkmv.analysis.rewrite.shape import MvShape
+from sparkmv.analysis.rewrite.union import union_source
+from sparkmv.storage.partition_values import PartitionValueError
 
 EXACT = "exact match"
 ROLLUP = "aggregate rollup"
@@ -144,13 +146,21 @@ def _mapped(mapper: Callable[[exp.Expr], exp.Expr], expr: exp.Expr, what: str) -
 
 
 def _base_select(block: Block, shape: MvShape) -> exp.Select:
-    """The block's SELECT reading the MV instead of its tables, clauses still to be set."""
+    """The block's SELECT reading the MV instead of its tables (with stale partitions: its
+    fresh partitions UNION ALL the stale ones from the base), clauses still to be set."""
     select = block.select.copy()
     for key in ("joins", "where", "group", "having", "order", "qualify"):
         select.set(key, None)
-    table = exp.to_table(shape.candidate.name.qualified)
-    table.set("alias", exp.TableAlias(this=exp.to_identifier(_mv_alias(shape))))
-    select.set("from_", exp.From(this=table))
+    source: exp.Expr
+    if shape.candidate.stale is not None:
+        try:
+            source = union_source(shape.candidate, _mv_alias(shape))
+        except PartitionValueError as exc:
+            raise NoMatch(f"its stale partitions cannot be compensated: {exc}") from None
+    else:
+        source = exp.to_table(shape.candidate.name.qualified)
+        source.set("alias", exp.TableAlias(this=exp.to_identifier(_mv_alias(shape))))
+    select.set("from_", exp.From(this=source))
     return select
 
 

@@ -11,6 +11,7 @@ MV (no aggregate) offers each of its select items.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -19,6 +20,9 @@ from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.analysis.rewrite.normalize import Block, Schema, canonical, qualify_query, select_block
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName, is_hidden_column
+
+if TYPE_CHECKING:
+    from sparkmv.analysis.rewrite.union import StalePartitions
 
 
 @dataclass(frozen=True)
@@ -32,12 +36,16 @@ class MvCandidate:
             columns included (``("revenue", "decimal(25,2)")``).
         rows: rows in its current snapshot (None when unknown); among MVs that can answer
             a query, the one with the fewest rows is used.
+        stale: its stale partitions when a rewrite must compute them from the base
+            (partition compensation, :mod:`sparkmv.analysis.rewrite.union`); None reads
+            the MV as it is.
     """
 
     name: ObjectName
     definition: str
     columns: tuple[tuple[str, str], ...]
     rows: int | None = None
+    stale: StalePartitions | None = None
 
 
 @dataclass
