@@ -39,6 +39,7 @@ ROLLUP_DETAIL = "grouping by no keys"
 ROLLUP_SQL = "SELECT CAST(SUM(default__by_month.t) AS DOUBLE) AS t FROM default.by_month AS default__by_month"
 DISABLED = "(disabled in this session: queries run as written)"
 
+
 @pytest.fixture(scope="module")
 def home(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A home with a Parquet base table and a built MV."""
@@ -80,10 +81,15 @@ def home(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
         (
             ["sql", "--no-rewrite", f"EXPLAIN {ROLLUP}"],
             0,
-            f"rewrite: by_month: aggregate rollup ({ROLLUP_DETAIL}) {DISABLED}\nSQL: {ROLLUP_SQL}\nrejected MVs: (none)\n",
+            f"rewrite: by_month: aggregate rollup ({ROLLUP_DETAIL}) {DISABLED}\n"
+            f"SQL: {ROLLUP_SQL}\nrejected MVs: (none)\n",
         ),
         (["--no-rewrite", "sql", f"EXPLAIN {ROLLUP}"], 0, f"({ROLLUP_DETAIL}) {DISABLED}\n"),
-        (["sql", f"EXPLAIN {ROLLUP}"], 0, f"rewrite: by_month: aggregate rollup ({ROLLUP_DETAIL})\nSQL: {ROLLUP_SQL}\n"),
+        (
+            ["sql", f"EXPLAIN {ROLLUP}"],
+            0,
+            f"rewrite: by_month: aggregate rollup ({ROLLUP_DETAIL})\nSQL: {ROLLUP_SQL}\n",
+        ),
         (["sql", "SELECT count(*) AS n FROM sparkmv.rewrite_log", "--format", "csv"], 0, "n\n0\n"),
         (["cancel", "by_month"], 1, "error: 'by_month' is not being refreshed"),
         (["pause", "by_month"], 1, "error: 'by_month' is not being refreshed"),

@@ -99,8 +99,6 @@ class RewriteLogStore:
             stmt = stmt.limit(limit)
         with self.db.read() as s:
             return [
-                RewriteLogEntry(
-                    r.query_time, r.fingerprint, r.query, r.mv, r.rewrite_class, r.analysis_ms, r.rejected
-                )
+                RewriteLogEntry(r.query_time, r.fingerprint, r.query, r.mv, r.rewrite_class, r.analysis_ms, r.rejected)
                 for r in s.scalars(stmt)
             ]

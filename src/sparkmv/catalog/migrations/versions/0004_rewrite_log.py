@@ -24,9 +24,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "smv_rewrite_log",
-        sa.Column(
-            "id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True
-        ),
+        sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), primary_key=True, autoincrement=True),
         sa.Column("query_time", sa.DateTime(), nullable=False),
         sa.Column("fingerprint", sa.String(32), nullable=False),
         sa.Column("query", sa.Text(), nullable=False),
