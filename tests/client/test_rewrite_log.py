@@ -13,6 +13,7 @@ import pytest
 
 from sparkmv.catalog.clock import utcnow
 from sparkmv.client.queries import run_query
+from sparkmv.errors import CatalogError
 from sparkmv.services.rewrite_log import fingerprint
 from tests.helpers import rows_of, write_partition
 
@@ -67,3 +68,22 @@ def test_queries_are_logged_per_mv(make_client: Any, tmp_path: Path) -> None:
         "rewrite_class:string,analysis_ms:double,rejected:string>"
     )
     assert isinstance(entries[0].query_time, dt.datetime)
+
+
+def test_a_failing_log_does_not_fail_the_query(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    sales = tmp_path / "sales"
+    write_partition(sales, "m", "2024-01", {"id": [1], "amount": [2.5]})
+    client = make_client(rewrite=True)
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    client.sql(f"CREATE MATERIALIZED VIEW by_month PARTITION BY m AS {MV}", raise_on_failure=True)
+
+    def busy(_entries: object) -> None:
+        raise CatalogError("catalog database error: database is locked")
+
+    monkeypatch.setattr(client.runtime.catalog.rewrite_log, "record", busy)
+    assert rows_of(client.sql(ROLLUP.replace("2024-02", "2024-01"))) == [(2.5,)]
+    assert caplog.messages == [
+        "cannot record the query rewrite in the rewrite log: catalog database error: database is locked"
+    ]

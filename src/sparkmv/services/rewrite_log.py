@@ -4,8 +4,8 @@ so a user can see which MVs answer queries, how, and why the others did not.
 
 A query "had candidate MVs" when some MV reads one of its tables (it is then either
 rewritten or has rejection reasons); queries of other tables (system tables, tables no MV
-reads) are not logged. Logging never fails a query: a catalog error while recording is
-logged as a warning and the query runs.
+reads) are not logged. Logging never fails a query: a catalog error while recording (a
+busy or read-only catalog) is logged as a warning and the query runs.
 
 >>> rewrite_class("aggregate rollup"), rewrite_class("exact match"), rewrite_class("predicate compensation")
 ('rollup', 'exact', 'predicate')
@@ -19,6 +19,7 @@ import hashlib
 import logging
 import time
 
+from sqlalchemy.exc import SQLAlchemyError
 from sqlglot import exp
 
 from sparkmv.analysis.query import DIALECT, parse_query
@@ -82,6 +83,6 @@ def rewrite_logged(rt: Runtime, sql: str) -> RewriteResult:
     analysis_ms = (time.perf_counter() - started) * 1000
     try:
         rt.catalog.rewrite_log.record(log_entries(result, analysis_ms))
-    except CatalogError as exc:  # the log is for visibility: never fail the query over it
+    except (CatalogError, SQLAlchemyError) as exc:  # the log is for visibility: never fail the query over it
         log.warning("cannot record the query rewrite in the rewrite log: %s", exc)
     return result
