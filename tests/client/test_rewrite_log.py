@@ -69,6 +69,12 @@ def test_queries_are_logged_per_mv(make_client: Any, tmp_path: Path) -> None:
     )
     assert isinstance(entries[0].query_time, dt.datetime)
 
+    # A refresh publishes a new MV snapshot: the rewritten query reads it, not the one read before.
+    write_partition(sales, "m", "2024-03", {"id": [5], "amount": [6.0]})
+    client.sql("REFRESH MATERIALIZED VIEW by_month", raise_on_failure=True)
+    assert client.rewrite(ROLLUP).mvs[0].name == "by_month"
+    assert rows_of(client.sql(ROLLUP)) == [(20.0,)]
+
 
 def test_a_failing_log_does_not_fail_the_query(
     make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
