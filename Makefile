@@ -59,6 +59,7 @@ bench: install
 	$(BIN)/python bench/bench_reload.py --append-results
 	$(BIN)/python bench/bench_cli.py --append-results
 	$(BIN)/python bench/bench_ui.py --write
+	$(BIN)/python bench/bench_rewrite.py
 
 clean:
 	rm -rf $(VENV) .sparkmv .sparkmv-demo .pytest_cache .mypy_cache .ruff_cache

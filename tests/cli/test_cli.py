@@ -97,6 +97,23 @@ def test_status_and_runs(home: tuple[Path, subprocess.CompletedProcess[str]]) ->
     assert "materialized views" in result.stdout and "by_month" in result.stdout and "fresh" in result.stdout
 
 
+def test_no_rewrite_runs_queries_as_written(home: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+    """``sql --no-rewrite``: the same rows, read from the base table (nothing in
+    ``sparkmv.rewrite_log``); without it the query is answered from the MV and logged."""
+    path, _ = home
+    query = "SELECT m, sum(amount) AS total FROM sales GROUP BY m ORDER BY m"
+    logged = "SELECT mv, rewrite_class, query, rejected FROM sparkmv.rewrite_log"
+    assert json.loads(run(path, "sql", "--format", "json", logged).stdout) == []
+    plain = run(path, "sql", "--no-rewrite", "--format", "csv", query)
+    assert (plain.returncode, plain.stdout, plain.stderr) == (0, "m,total\n2024-01,3.5\n2024-02,10\n", "")
+    assert json.loads(run(path, "sql", "--format", "json", logged).stdout) == []
+    rewritten = run(path, "sql", "--format", "csv", query)
+    assert (rewritten.returncode, rewritten.stdout) == (0, plain.stdout)
+    assert json.loads(run(path, "sql", "--format", "json", logged).stdout) == [
+        {"mv": "by_month", "rewrite_class": "exact", "query": query, "rejected": None}
+    ]
+
+
 def test_bad_statement_prints_error_and_exits_1(tmp_path: Path) -> None:
     result = run(tmp_path / "home", "sql", "SELECT 1 +")
     assert result.returncode == 1

@@ -1,5 +1,6 @@
 """Catalog-only commands answer without importing pyspark (nor starting a JVM): ``runs``,
-``status``, ``cancel``, ``pause``, ``resume``, ``SHOW`` and SELECTs of system tables. Checked by the modules loaded in
+``status``, ``cancel``, ``pause``, ``resume``, ``SHOW``, SELECTs of system tables and
+``EXPLAIN <select>`` (with and without ``--no-rewrite``). Checked by the modules loaded in
 a real ``sparkmv`` process, not by the wall clock (``bench/bench_cli.py`` measures that)."""
 
 from __future__ import annotations
@@ -33,6 +34,10 @@ except SystemExit as exc:
 heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyspark", "py4j"})
 print(json.dumps({"code": code, "heavy": heavy}), file=sys.__stderr__)
 """
+ROLLUP = "SELECT sum(amount) AS t FROM sales"
+ROLLUP_DETAIL = "grouping by no keys"
+ROLLUP_SQL = "SELECT CAST(SUM(default__by_month.t) AS DOUBLE) AS t FROM default.by_month AS default__by_month"
+DISABLED = "(disabled in this session: queries run as written)"
 
 
 @pytest.fixture(scope="module")
@@ -73,6 +78,19 @@ def home(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
             0,
             "run_id,state\n1,SUCCESS\n",
         ),
+        (
+            ["sql", "--no-rewrite", f"EXPLAIN {ROLLUP}"],
+            0,
+            f"rewrite: by_month: aggregate rollup ({ROLLUP_DETAIL}) {DISABLED}\n"
+            f"SQL: {ROLLUP_SQL}\nrejected MVs: (none)\n",
+        ),
+        (["--no-rewrite", "sql", f"EXPLAIN {ROLLUP}"], 0, f"({ROLLUP_DETAIL}) {DISABLED}\n"),
+        (
+            ["sql", f"EXPLAIN {ROLLUP}"],
+            0,
+            f"rewrite: by_month: aggregate rollup ({ROLLUP_DETAIL})\nSQL: {ROLLUP_SQL}\n",
+        ),
+        (["sql", "SELECT count(*) AS n FROM sparkmv.rewrite_log", "--format", "csv"], 0, "n\n0\n"),
         (["cancel", "by_month"], 1, "error: 'by_month' is not being refreshed"),
         (["pause", "by_month"], 1, "error: 'by_month' is not being refreshed"),
         (["resume", "by_month"], 1, "error: 'by_month' is not being refreshed"),
@@ -85,6 +103,10 @@ def home(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
         "show_tables",
         "mv_table",
         "runs_table",
+        "explain_no_rewrite",
+        "explain_global_no_rewrite",
+        "explain_rewrite",
+        "empty_rewrite_log",
         "cancel",
         "pause",
         "resume",

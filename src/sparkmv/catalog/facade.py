@@ -19,6 +19,7 @@ from sparkmv.catalog.control import ControlStore
 from sparkmv.catalog.database import Database, open_database
 from sparkmv.catalog.objects import ObjectStore
 from sparkmv.catalog.positions import PositionStore
+from sparkmv.catalog.rewrite_log import RewriteLogStore
 from sparkmv.catalog.runs import RunStore
 from sparkmv.catalog.scheduling import SchedulingStore
 from sparkmv.catalog.versions import VersionStore
@@ -33,6 +34,8 @@ class Catalog:
             (methods inside a caller's session from :meth:`transaction`).
         scheduling: the scheduler's claims and queue (:class:`SchedulingStore`); each
             method owns its transaction.
+        rewrite_log: the queries considered for query rewrite (:class:`RewriteLogStore`);
+            each method owns its transaction.
     """
 
     objects = ObjectStore
@@ -45,6 +48,7 @@ class Catalog:
         self.db = database
         self.url = database.url
         self.scheduling = SchedulingStore(database)
+        self.rewrite_log = RewriteLogStore(database)
 
     @classmethod
     def open(cls, url: str) -> Catalog:

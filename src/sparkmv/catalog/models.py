@@ -3,8 +3,9 @@
 One row per catalog object in ``smv_objects`` (external tables, materialized views,
 refreshable tables share one namespace of names); refresh runs in ``smv_task_runs``; one
 row per chunk of a run in ``smv_refresh_progress`` (the progress table); the version map in
-``smv_version_map``; control commands in ``smv_control``. The schema is created and
-changed only by the Alembic migrations in ``catalog/migrations``.
+``smv_version_map``; control commands in ``smv_control``; the queries considered for query
+rewrite in ``smv_rewrite_log``. The schema is created and changed only by the Alembic
+migrations in ``catalog/migrations``.
 """
 
 from __future__ import annotations
@@ -175,3 +176,20 @@ class ControlRow(Base):
     run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     command: Mapped[str] = mapped_column(String(16))
     created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class RewriteLogRow(Base):
+    """One query considered for query rewrite (``sparkmv.rewrite_log``): one row per MV the
+    rewrite used, or one row with ``mv`` NULL when none was. Bounded: see
+    :class:`sparkmv.catalog.rewrite_log.RewriteLogStore`."""
+
+    __tablename__ = "smv_rewrite_log"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    query_time: Mapped[datetime] = mapped_column(DateTime)
+    fingerprint: Mapped[str] = mapped_column(String(32))
+    query: Mapped[str] = mapped_column(Text)
+    mv: Mapped[str | None] = mapped_column(String(260), nullable=True)
+    rewrite_class: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    analysis_ms: Mapped[float] = mapped_column(Float)
+    rejected: Mapped[str | None] = mapped_column(Text, nullable=True)

@@ -52,6 +52,7 @@ class _State:
         self.remote: str | None = None
         self.conf: dict[str, str] = {}
         self.debug = False
+        self.rewrite = True
         self._client: Client | None = None
 
     def client(self, recover: bool = True) -> Client:
@@ -59,7 +60,13 @@ class _State:
             from sparkmv.client.client import Client
 
             self._client = Client(
-                self.home, self.catalog_url, master=self.master, conf=self.conf, recover=recover, remote=self.remote
+                self.home,
+                self.catalog_url,
+                master=self.master,
+                conf=self.conf,
+                recover=recover,
+                remote=self.remote,
+                rewrite=self.rewrite,
             )
         return self._client
 
@@ -76,6 +83,14 @@ class OutputFormat(StrEnum):
 
 
 FormatOption = Annotated[OutputFormat, typer.Option("--format", help="table, csv or json.")]
+NoRewriteOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-rewrite",
+        help="Run queries as written: no query rewrite over materialized views "
+        "(as SET enable_materialized_view_rewrite = false).",
+    ),
+]
 
 
 def _parse_conf(items: list[str]) -> dict[str, str]:
@@ -103,6 +118,7 @@ def main_options(
     ] = None,
     conf: Annotated[list[str] | None, typer.Option(help="Spark configuration key=value (repeatable).")] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and debug logs.")] = False,
+    no_rewrite: NoRewriteOption = False,
 ) -> None:
     """Global options."""
     if master and remote:
@@ -110,6 +126,7 @@ def main_options(
     state.home, state.catalog_url, state.master, state.remote = home, catalog_url, master, remote
     state.conf = _parse_conf(conf or [])
     state.debug = debug
+    state.rewrite = not no_rewrite
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -135,8 +152,12 @@ def sql(
     statement: Annotated[str | None, typer.Argument(help="One statement (or use -f).")] = None,
     file: Annotated[Path | None, typer.Option("-f", "--file", help="A file of statements separated by ';'.")] = None,
     format: FormatOption = OutputFormat.TABLE,
+    no_rewrite: NoRewriteOption = False,
 ) -> None:
     """Run SQL statements; query results print as a table, CSV or JSON.
+
+    Queries are answered from fresh-enough materialized views when they can be (query
+    rewrite) unless --no-rewrite is given (here or before the command).
 
     A script is parsed whole before its first statement runs; statements then run in
     order and the first one that fails (or whose synchronous refresh ends FAILED or
@@ -150,6 +171,8 @@ def sql(
     script = parse_script(text)
     if not script:
         raise SparkMvError("no statement to run" + (f" in {file}" if file is not None else ""))
+    if no_rewrite:
+        state.rewrite = False
     client = state.client()
     for item in script:
         try:

@@ -34,8 +34,11 @@ def system_table_rows(rt: Runtime, sql: str) -> tuple[list[str], list[tuple[Any,
     for name in names:
         schema, rows = SYSTEM_TABLES[name.name]
         tables[name.name] = [dict(zip(schema.names, row, strict=True)) for row in rows(rt)]
+    types: dict[str, dict[str, dict[str, str]]] | None = None
+    if any(not rows for rows in tables.values()):  # an empty table has no columns to read types from
+        types = {"sparkmv": {n: dict(SYSTEM_TABLES[n][0].columns) for n in tables}}
     try:
-        result = execute(query, dialect="spark", tables={"sparkmv": tables})
+        result = execute(query, dialect="spark", tables={"sparkmv": tables}, schema=types)
     except (SqlglotError, TypeError, ValueError, KeyError, ArithmeticError, NotImplementedError):
         return None  # not answerable exactly here: Spark answers it
     return list(result.columns), [tuple(r) for r in result.rows]

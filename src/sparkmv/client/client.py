@@ -171,7 +171,9 @@ class Client:
                 from sparkmv.client.queries import run_query, run_rewritten
 
                 if self.rewrite_enabled:
-                    rewritten = self.rewrite(sql)
+                    from sparkmv.services.rewrite_log import rewrite_logged
+
+                    rewritten = rewrite_logged(rt, sql)  # also recorded in sparkmv.rewrite_log
                     if rewritten.rewritten:
                         return StatementResult(dataframe=run_rewritten(rt, rewritten.sql, rewritten.mvs))
                 return StatementResult(dataframe=run_query(rt, sql))
@@ -226,7 +228,8 @@ class Client:
     def rewrite(self, sql: str) -> RewriteResult:
         """Query rewrite of SELECT ``sql`` without running it: the SQL to run (over the MVs
         used, which must be read with their hidden state columns), the MVs used and why,
-        and each rejected MV with its reason. Counts in ``sparkmv_mv_rewrite_total``.
+        and each rejected MV with its reason. Counts in ``sparkmv_mv_rewrite_total``; not
+        recorded in ``sparkmv.rewrite_log`` (which records the queries :meth:`sql` runs).
 
         Raises:
             ParseError: when ``sql`` is not one SELECT.

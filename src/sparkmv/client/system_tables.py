@@ -1,5 +1,6 @@
 """System tables readable with SELECT: ``sparkmv.materialized_views``, ``sparkmv.task_runs``,
-``sparkmv.refresh_progress``, ``sparkmv.refresh_table_state``, ``sparkmv.tasks``.
+``sparkmv.refresh_progress``, ``sparkmv.refresh_table_state``, ``sparkmv.tasks``,
+``sparkmv.rewrite_log``.
 
 Each is built from the catalog when a query names it: rows in plain Python (no Spark), made
 a Spark DataFrame with a fixed schema when a query needs Spark (column names are a contract).
@@ -127,6 +128,16 @@ TASKS = _schema(
     ("pending_requests", L),
 )
 
+REWRITE_LOG = _schema(
+    ("query_time", T),
+    ("fingerprint", S),
+    ("query", S),
+    ("mv", S),
+    ("rewrite_class", S),
+    ("analysis_ms", D),
+    ("rejected", S),
+)
+
 
 def _progress_text(run: Any) -> str:
     return f"{run.chunks_done}/{run.chunks_planned} chunks, {run.rows_written} rows"
@@ -244,12 +255,22 @@ def _tasks_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     return out
 
 
+def rewrite_log_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    """Rows of ``sparkmv.rewrite_log``, newest first: one per MV a query used through query
+    rewrite (``mv`` NULL when the query had candidates but none was used)."""
+    return [
+        (e.query_time, e.fingerprint, e.query, e.mv, e.rewrite_class, e.analysis_ms, e.rejected)
+        for e in rt.catalog.rewrite_log.list()
+    ]
+
+
 SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any, ...]]]]] = {
     "materialized_views": (MATERIALIZED_VIEWS, materialized_views_rows),
     "task_runs": (TASK_RUNS, task_runs_rows),
     "refresh_progress": (REFRESH_PROGRESS, refresh_progress_rows),
     "refresh_table_state": (REFRESH_TABLE_STATE, _refreshable_rows),
     "tasks": (TASKS, _tasks_rows),
+    "rewrite_log": (REWRITE_LOG, rewrite_log_rows),
 }
 
 

@@ -7,7 +7,9 @@ ACTIVE``) asks here for the schema a query produces, without importing Spark its
 from __future__ import annotations
 
 import itertools
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 import pyarrow as pa
 from pyspark.errors import PySparkException
@@ -23,11 +25,17 @@ from sparkmv.sources.resolve import pin_base, read_pinned
 from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
 
 _views = itertools.count()
+# Per Spark session: MV -> (snapshot id, schema id, DataFrame over that snapshot's files).
+# An Iceberg snapshot's files never change, so the DataFrame (and the file listing Spark did
+# for it) is reused until the MV's current snapshot or schema moves on; query rewrite reads
+# the same MVs query after query.
+_MV_FRAMES: weakref.WeakKeyDictionary[Any, dict[str, tuple[int, int, DataFrame]]] = weakref.WeakKeyDictionary()
 
 
 def mv_with_state(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFrame:
     """The current snapshot of MV ``name`` with its hidden state columns (what query rewrite
-    reads: ``__smv_count``, ``__smv_sum_<i>``, ``__smv_nn_<i>``).
+    reads: ``__smv_count``, ``__smv_sum_<i>``, ``__smv_nn_<i>``). The DataFrame of a snapshot
+    is made once per Spark session and reused while that snapshot is current.
 
     Raises:
         ObjectNotFoundError: when the MV's table does not exist.
@@ -36,7 +44,17 @@ def mv_with_state(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFra
 
     if not rt.iceberg.exists(name):
         raise ObjectNotFoundError(f"table or view '{name}' does not exist")
-    df = read_pinned(rt.spark, iceberg.pin(name.qualified, rt.iceberg.load(name), hidden=True))
+    table = rt.iceberg.load(name)
+    snapshot = table.current_snapshot()
+    frames = _MV_FRAMES.setdefault(rt.spark, {})
+    cached = frames.get(name.qualified)
+    key = (snapshot.snapshot_id if snapshot is not None else -1, table.metadata.current_schema_id)
+    if cached is not None and cached[:2] == key:
+        df = cached[2]
+    else:
+        df = read_pinned(rt.spark, iceberg.pin(name.qualified, table, hidden=True))
+        if snapshot is not None:
+            frames[name.qualified] = (*key, df)
     return rt.spark.createDataFrame([], df.schema) if empty else df
 
 
