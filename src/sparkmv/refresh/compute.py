@@ -11,7 +11,6 @@ chunk whose result exceeds :data:`SMALL_CHUNK_ROWS` rows is computed again the n
 from __future__ import annotations
 
 from functools import lru_cache
-from pathlib import Path
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -146,7 +145,7 @@ def compute_chunk(
     pinned: dict[str, PinnedTable],
     chunk: Chunk,
     restrict: dict[str, set[str]],
-    directory: Path,
+    directory: str,
     tag: str,
     target: StructType | None = None,
 ) -> StagedOutput:
