@@ -21,7 +21,10 @@ class Settings:
         catalog_url: SQLAlchemy URL of the metadata catalog (SQLite file or
             ``postgresql+psycopg://...``); the pyiceberg catalog tables live in the same
             database.
-        warehouse: directory of Iceberg table data and metadata.
+        warehouse: where Iceberg table data and metadata go: ``<home>/warehouse`` by
+            default, or ``SPARKMV_WAREHOUSE``: a local directory (a ``Path``) or an
+            object-store URL such as ``s3://bucket/warehouse`` (text; see the README's
+            "Object-store warehouse").
         spark_master: Spark master URL (``local[*]`` by default).
         spark_remote: Spark Connect URL (``sc://host:port``); when set, Spark is reached
             through Connect and ``spark_master`` is not used.
@@ -35,7 +38,7 @@ class Settings:
 
     home: Path
     catalog_url: str
-    warehouse: Path
+    warehouse: Path | str
     spark_master: str = "local[*]"
     spark_remote: str | None = None
     spark_conf: dict[str, str] = field(default_factory=dict)
@@ -55,8 +58,9 @@ class Settings:
     ) -> Settings:
         """Build settings from arguments, then ``SPARKMV_HOME``, ``SPARKMV_CATALOG_URL``,
         ``SPARKMV_SPARK_MASTER``, ``SPARKMV_SPARK_REMOTE``, then defaults (``./.sparkmv``,
-        SQLite, ``local[*]``, no remote); the JDBC driver jars and fault injection come from
-        the environment only. A ``master`` argument overrides ``SPARKMV_SPARK_REMOTE`` (it
+        SQLite, ``local[*]``, no remote); the warehouse (``SPARKMV_WAREHOUSE``, default
+        ``<home>/warehouse``), the JDBC driver jars and fault injection come from the
+        environment only. A ``master`` argument overrides ``SPARKMV_SPARK_REMOTE`` (it
         asks for a classic session); callers refuse ``master`` and ``remote`` together.
 
         >>> env = {"SPARKMV_JDBC_JARS": "/a.jar:/b.jar", "SPARKMV_FAULT": "before_publish"}
@@ -68,6 +72,10 @@ class Settings:
         'sc://127.0.0.1:15002'
         >>> Settings.resolve(home="/h", master="yarn", env=env).spark_remote is None
         True
+        >>> Settings.resolve(home="/h", env={"SPARKMV_WAREHOUSE": "s3://bucket/wh"}).warehouse
+        's3://bucket/wh'
+        >>> str(Settings.resolve(home="/h", env={}).warehouse)
+        '/h/warehouse'
         """
         environ = os.environ if env is None else env
         home_path = Path(home or environ.get("SPARKMV_HOME") or ".sparkmv").absolute()
@@ -77,7 +85,7 @@ class Settings:
         return cls(
             home=home_path,
             catalog_url=url,
-            warehouse=home_path / "warehouse",
+            warehouse=_warehouse(environ.get("SPARKMV_WAREHOUSE"), home_path),
             spark_master=spark_master,
             spark_remote=spark_remote,
             spark_conf=dict(conf or {}),
@@ -90,6 +98,16 @@ class Settings:
     def is_sqlite(self) -> bool:
         """True when the catalog is a SQLite database."""
         return self.catalog_url.startswith("sqlite")
+
+
+def _warehouse(raw: str | None, home: Path) -> Path | str:
+    """``SPARKMV_WAREHOUSE``: a URL (``s3://...``) as text, a local path as an absolute
+    ``Path``; ``<home>/warehouse`` when unset or empty."""
+    if not raw:
+        return home / "warehouse"
+    if "://" in raw and not raw.startswith("file://"):
+        return raw
+    return Path(raw.removeprefix("file://")).absolute()
 
 
 def _path_list(raw: str | None) -> tuple[str, ...] | None:

@@ -10,8 +10,6 @@ chunk whose result exceeds :data:`SMALL_CHUNK_ROWS` rows is computed again the n
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import ArrayType, MapType, StructType
@@ -139,7 +137,7 @@ def compute_chunk(
     pinned: dict[str, PinnedTable],
     chunk: Chunk,
     restrict: dict[str, set[str]],
-    directory: Path,
+    directory: str,
     tag: str,
     target: StructType | None = None,
 ) -> StagedOutput:

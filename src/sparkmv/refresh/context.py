@@ -25,6 +25,7 @@ from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import pin_base
+from sparkmv.storage import warehouse
 from sparkmv.storage.iceberg import IcebergStore
 from sparkmv.storage.partition_values import check_range
 
@@ -130,25 +131,24 @@ _WIDENING = {
 def _file_types(path: str) -> dict[str, str] | None:
     """Column -> Spark type name of one Parquet file's footer; None when the footer cannot
     be read (Spark reports that when it reads the file)."""
-    local = path.removeprefix("file://")
+    location = warehouse.normalize(path)
     try:
-        st = os.stat(local)
+        st = warehouse.stat(location)
     except OSError:
         return None
-    return _footer_types(local, st.st_size, st.st_mtime_ns)
+    return _footer_types(location, st.size, st.mtime_ns)
 
 
 @lru_cache(maxsize=65536)
-def _footer_types(local: str, size: int, mtime_ns: int) -> dict[str, str] | None:
+def _footer_types(location: str, size: int, mtime_ns: int) -> dict[str, str] | None:
     """:func:`_file_types` of a file as it is at ``size`` and ``mtime_ns`` (the cache key:
     a rewritten file is read again). Bounded, as a long-running scheduler plans forever."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
     from sparkmv.storage.schema import arrow_to_spark
 
     try:
-        arrow = pq.read_schema(local)
+        arrow = warehouse.parquet_schema(location)
     except Exception:  # unreadable footers are Spark's to report when it reads them
         return None
     out: dict[str, str] = {}

@@ -38,6 +38,7 @@ from sparkmv.refresh.monitor import RunMonitor
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage import warehouse
 from sparkmv.storage.files import remove_unreferenced
 from sparkmv.storage.spark_log import spark_error_line
 
@@ -301,7 +302,7 @@ class RunLifecycle:
             with self.catalog.transaction() as s:
                 attempt = max(self.catalog.runs.start_chunk_attempt(s, ctx.run_id, c) for c in batch)
             attempt_name = f"chunk-{batch[0]}-a{attempt}"
-            ctx.own_attempts.extend(root / attempt_name for root in job.staging_roots(ctx.run_id))
+            ctx.own_attempts.extend(warehouse.join(root, attempt_name) for root in job.staging_roots(ctx.run_id))
             what = f"{job.name} run {ctx.run_id} chunk {batch[0]}" + (f"..{batch[-1]}" if len(batch) > 1 else "")
             with self._spark_scope(monitor, ctx.run_id, chunk_job_group(ctx.run_id, batch[0]), f"sparkmv {what}"):
                 outcomes = job.compute(ctx, batch, attempt_name)

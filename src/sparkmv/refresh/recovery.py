@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from pathlib import Path
 
 from sparkmv.catalog import ObjectKind, RefreshState, RunState
 from sparkmv.catalog.models import ObjectRow
@@ -23,6 +22,7 @@ from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage import warehouse
 from sparkmv.storage.files import remove_unreferenced
 
 log = logging.getLogger("sparkmv.recovery")
@@ -71,10 +71,9 @@ def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
         candidates = [
             (run_id, attempt)
             for data in tables.values()
-            for run_dir in (data.iterdir() if data.is_dir() else [])
+            for run_dir in warehouse.list_dir(data)
             if (run_id := _run_id_of(run_dir.name)) is not None and run_id in final[row.id]
-            for attempt in run_dir.iterdir()
-            if attempt.is_dir()
+            for attempt in (e.path for e in warehouse.list_dir(run_dir.path) if e.is_dir)
         ]
         if not candidates:
             continue
@@ -88,16 +87,17 @@ def sweep_orphans(rt: Runtime) -> list[RecoveryOutcome]:
     return outcomes
 
 
-def _tables(rt: Runtime, row: ObjectRow) -> dict[ObjectName, Path]:
-    """The existing Iceberg tables runs of ``row`` commit to, with their data directories."""
+def _tables(rt: Runtime, row: ObjectRow) -> dict[ObjectName, str]:
+    """The existing Iceberg tables runs of ``row`` commit to, with their data directories
+    (warehouse locations)."""
     from sparkmv.refresh.reload.options import changelog_name
 
     name = ObjectName(row.namespace, row.name)
     names = [name, changelog_name(name)] if row.kind == ObjectKind.REFRESHABLE_TABLE else [name]
-    out: dict[ObjectName, Path] = {}
+    out: dict[ObjectName, str] = {}
     for n in names:
         try:
-            out[n] = Path(rt.iceberg.load(n).location().removeprefix("file://")) / "data"
+            out[n] = warehouse.join(rt.iceberg.load(n).location(), "data")
         except SparkMvError:
             continue
     return out

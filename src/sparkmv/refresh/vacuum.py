@@ -9,15 +9,14 @@ directories were listed, so a run starting meanwhile is never touched).
 
 from __future__ import annotations
 
-import os
 from datetime import timedelta
-from pathlib import Path
 
 from sparkmv.catalog import ObjectKind, RefreshState, RunState
 from sparkmv.catalog.clock import utcnow
 from sparkmv.names import ObjectName
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage import warehouse
 
 
 def vacuum(rt: Runtime) -> list[str]:
@@ -40,10 +39,10 @@ def vacuum(rt: Runtime) -> list[str]:
 
 def _delete_unreferenced(rt: Runtime, name: ObjectName, live_run: int | None, object_id: int) -> int:
     referenced = rt.iceberg.referenced_files(name)
-    data = Path(rt.iceberg.load(name).location().removeprefix("file://")) / "data"
-    if not data.is_dir():
+    data = warehouse.join(rt.iceberg.load(name).location(), "data")
+    run_dirs = warehouse.list_dir(data)
+    if not run_dirs:
         return 0
-    run_dirs = list(data.iterdir())
     with rt.catalog.transaction() as s:
         final = {r.run_id for r in rt.catalog.runs.list(s, object_id) if RunState(r.state).is_final}
     deleted = 0
@@ -53,12 +52,10 @@ def _delete_unreferenced(rt: Runtime, name: ObjectName, live_run: int | None, ob
         head, _, tail = run_dir.name.partition("-")
         if head == "run" and tail.isdigit() and int(tail) not in final:
             continue  # a run that is not finished (it may have started after the state was read)
-        for dirpath, _dirs, files in os.walk(run_dir):
-            for f in files:
-                path = os.path.join(dirpath, f)
-                if f.endswith(".parquet") and path not in referenced:
-                    os.remove(path)
-                    deleted += 1
-                elif not f.endswith(".parquet"):
-                    os.remove(path)  # Spark's _SUCCESS and .crc files
+        for f in warehouse.list_files(run_dir.path):
+            if f.name.endswith(".parquet") and f.path not in referenced:
+                warehouse.remove_file(f.path)
+                deleted += 1
+            elif not f.name.endswith(".parquet"):
+                warehouse.remove_file(f.path)  # Spark's _SUCCESS and .crc files
     return deleted

@@ -8,12 +8,12 @@ disappears or changes any of these is changed (as StarRocks does for Hive tables
 from __future__ import annotations
 
 import hashlib
-import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from sparkmv.errors import SourceError
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable
+from sparkmv.storage import warehouse
+from sparkmv.storage.warehouse import FileInfo
 
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Spark
     from pyspark.sql import DataFrame, SparkSession
@@ -27,24 +27,25 @@ PARQUET_MAGIC = b"PAR1"
 _SAMPLE_FILES = 64
 
 
-def check_location(location: str) -> Path:
-    """Check a Parquet LOCATION without Spark: an absolute path of a directory holding
-    Parquet data files (read by their ``PAR1`` magic bytes, a sample of at most 64 files).
+def check_location(location: str) -> str:
+    """Check a Parquet LOCATION without Spark: an absolute path (or an object-store URL)
+    of a directory holding Parquet data files (read by their ``PAR1`` magic bytes, a
+    sample of at most 64 files).
 
     Returns:
-        The location as a path.
+        The location, normalized (:func:`sparkmv.storage.warehouse.normalize`).
 
     Raises:
         SourceError: a relative path, a path that does not exist, a file, a directory
             with no data files, or one whose files are not Parquet (``holds no Parquet
             files (found 3 .csv files)``).
     """
-    root = Path(location.removeprefix("file://"))
-    if not root.is_absolute():
+    root = warehouse.normalize(location)
+    if not (warehouse.is_url(root) or root.startswith("/")):
         raise SourceError(f"LOCATION '{location}' is a relative path: give an absolute path")
-    if not root.exists():
+    if not warehouse.exists(root):
         raise SourceError(f"LOCATION '{location}' does not exist")
-    if not root.is_dir():
+    if not warehouse.is_dir(root):
         raise SourceError(f"LOCATION '{location}' is a file, not a directory of Parquet files")
     files = _sample_data_files(root)
     if not files:
@@ -52,25 +53,31 @@ def check_location(location: str) -> Path:
     if not any(_is_parquet(f) for f in files):
         kinds: dict[str, int] = {}
         for f in files:
-            kinds[f.suffix.lower() or "(no extension)"] = kinds.get(f.suffix.lower() or "(no extension)", 0) + 1
+            ext = _suffix(f.name).lower() or "(no extension)"
+            kinds[ext] = kinds.get(ext, 0) + 1
         found = ", ".join(f"{n} {ext} file{'s' if n > 1 else ''}" for ext, n in sorted(kinds.items()))
         raise SourceError(f"LOCATION '{location}' holds no Parquet files (found {found})")
     return root
 
 
-def _sample_data_files(root: Path) -> list[Path]:
-    out: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if _is_data_file(d))
-        out.extend(Path(dirpath, fn) for fn in sorted(filenames) if _is_data_file(fn))
+def _suffix(file_name: str) -> str:
+    """The extension as ``pathlib`` gives it (``a.tar.gz`` -> ``.gz``, ``.x`` -> ``""``)."""
+    stem, dot, ext = file_name.rpartition(".")
+    return dot + ext if stem.strip(".") and ext else ""
+
+
+def _sample_data_files(root: str) -> list[FileInfo]:
+    out: list[FileInfo] = []
+    for _parts, _dirs, files in warehouse.walk(root, _is_data_file):
+        out.extend(files)
         if len(out) >= _SAMPLE_FILES:
             return out[:_SAMPLE_FILES]
     return out
 
 
-def _is_parquet(path: Path) -> bool:
+def _is_parquet(file: FileInfo) -> bool:
     try:
-        with path.open("rb") as f:
+        with warehouse.open_input(file.path) as f:
             return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
     except OSError:
         return False
@@ -90,7 +97,7 @@ def discover(spark: SparkSession, location: str) -> tuple[str, list[str]]:
     root = check_location(location)
     partition_columns = _partition_columns(root)
     try:
-        schema = spark.read.parquet(str(root)).schema
+        schema = spark.read.parquet(warehouse.spark_path(root)).schema
     except Exception as exc:
         raise SourceError(f"cannot read Parquet at '{location}': {_first_line(exc)}") from exc
     return schema_to_json(schema), partition_columns
@@ -100,15 +107,15 @@ def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _partition_columns(root: Path) -> list[str]:
+def _partition_columns(root: str) -> list[str]:
     columns: list[str] = []
     current = root
     while True:
-        subdirs = sorted(d for d in current.iterdir() if d.is_dir() and "=" in d.name and _is_data_file(d.name))
+        subdirs = [e for e in warehouse.list_dir(current) if e.is_dir and "=" in e.name and _is_data_file(e.name)]
         if not subdirs:
             return columns
         columns.append(subdirs[0].name.split("=", 1)[0])
-        current = subdirs[0]
+        current = subdirs[0].path
 
 
 def pin(name: str, location: str, schema_json: str, partition_columns: list[str]) -> PinnedTable:
@@ -117,27 +124,22 @@ def pin(name: str, location: str, schema_json: str, partition_columns: list[str]
     Raises:
         SourceError: when the location vanished.
     """
-    root = Path(location)
-    if not root.is_dir():
+    root = warehouse.normalize(location)
+    if not warehouse.is_dir(root):
         raise SourceError(f"base table '{name}': LOCATION '{location}' no longer exists")
     depth = len(partition_columns)
     groups: dict[str, list[tuple[str, int, int]]] = {}
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if _is_data_file(d)]
-        rel = os.path.relpath(dirpath, root)
-        parts = [] if rel == "." else rel.split(os.sep)
+    # directory names are filtered as data files are (no ``_temporary``, ``.hidden``)
+    for parts, _dirs, found in warehouse.walk(root, _is_data_file):
         if len(parts) != depth:
             continue
         key = "/".join(parts) if depth else UNPARTITIONED
-        for fn in filenames:
-            if not _is_data_file(fn):
-                continue
-            st = os.stat(os.path.join(dirpath, fn))
-            groups.setdefault(key, []).append((os.path.join(dirpath, fn), st.st_size, st.st_mtime_ns))
+        for f in found:
+            groups.setdefault(key, []).append((f.path, f.size, f.mtime_ns))
     partitions: dict[str, PinnedPartition] = {}
     for key, files in sorted(groups.items()):
         files.sort()
-        names_hash = hashlib.sha1("\n".join(os.path.basename(f[0]) for f in files).encode()).hexdigest()[:12]
+        names_hash = hashlib.sha1("\n".join(warehouse.name(f[0]) for f in files).encode()).hexdigest()[:12]
         total = sum(f[1] for f in files)
         newest = max(f[2] for f in files)
         partitions[key] = PinnedPartition(
@@ -161,4 +163,5 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
     files = [f for key, p in pinned.partitions.items() if partitions is None or key in partitions for f in p.files]
     if not files:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).option("basePath", pinned.location or "").parquet(*files)
+    base = warehouse.spark_path(pinned.location or "")
+    return spark.read.schema(schema).option("basePath", base).parquet(*[warehouse.spark_path(f) for f in files])

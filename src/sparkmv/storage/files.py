@@ -10,17 +10,16 @@ A small result collected as Arrow is written with pyarrow instead
 
 from __future__ import annotations
 
-import os
-import shutil
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
+
+from sparkmv.storage import warehouse
+from sparkmv.storage.warehouse import Location
 
 if TYPE_CHECKING:  # pyspark is imported where a DataFrame is written: listing files needs none
     from pyspark.sql import DataFrame, SparkSession
@@ -34,7 +33,7 @@ class StagedOutput:
     """What a chunk wrote to staging.
 
     Attributes:
-        files: absolute ``file://`` URIs of the Parquet data files.
+        files: the Parquet data files: absolute ``file://`` URIs (URLs on an object store).
         rows: rows in those files (from the Parquet footers).
         bytes: total size in bytes.
     """
@@ -46,12 +45,13 @@ class StagedOutput:
 
 def write_staged(
     df: DataFrame,
-    directory: Path,
+    directory: Location,
     partition_column: str | None,
     max_files: int = 8,
     single_partition: bool = False,
 ) -> StagedOutput:
-    """Write ``df`` as Parquet under ``directory`` (replacing anything there).
+    """Write ``df`` as Parquet under ``directory`` (a warehouse location, replacing
+    anything there).
 
     With a partition column the rows are hash-partitioned by it (without a fixed count,
     so adaptive execution coalesces small outputs into few tasks: one file per partition
@@ -61,8 +61,8 @@ def write_staged(
     """
     from pyspark.sql import functions as F
 
-    if directory.exists():
-        shutil.rmtree(directory)
+    warehouse.remove_tree(directory)
+    target = warehouse.spark_path(warehouse.normalize(directory))
     out = df
     writer_df: DataFrame
     if partition_column:
@@ -71,15 +71,15 @@ def write_staged(
             writer_df = out.coalesce(1)
         else:
             writer_df = out.repartition(F.col(PARTITION_COPY))
-        writer_df.write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(str(directory))
+        writer_df.write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(target)
     else:
         writer_df = out.coalesce(max_files)
-        writer_df.write.mode("overwrite").parquet(str(directory))
+        writer_df.write.mode("overwrite").parquet(target)
     return collect_staged(directory)
 
 
 def write_arrow_staged(
-    rows: pa.Table, directory: Path, partition_column: str | None, schema: pa.Schema
+    rows: pa.Table, directory: Location, partition_column: str | None, schema: pa.Schema
 ) -> StagedOutput:
     """Write ``rows`` (collected to the driver) as Parquet under ``directory``, replacing
     anything there: one file per value of ``partition_column`` (one file when None), with
@@ -94,19 +94,19 @@ def write_arrow_staged(
         OSError: when a file cannot be written. pyarrow.ArrowInvalid: when a column
             cannot be cast to ``schema`` (e.g. a value out of a decimal's range).
     """
-    if directory.exists():
-        shutil.rmtree(directory)
-    directory.mkdir(parents=True)
+    warehouse.remove_tree(directory)
+    warehouse.make_dirs(directory)
     table = rows.select(schema.names).cast(schema)
-    written: list[tuple[Path, int]] = []
+    written: list[tuple[str, int]] = []
     for i, part in enumerate(_split_by_value(table, partition_column)):
-        path = directory / f"part-{i:05d}-{uuid.uuid4().hex}.parquet"
-        temporary = path.with_name("." + path.name + ".tmp")
-        pq.write_table(part, temporary, compression="snappy", store_decimal_as_integer=True)
-        os.replace(temporary, path)
+        file_name = f"part-{i:05d}-{uuid.uuid4().hex}.parquet"
+        path = warehouse.join(directory, file_name)
+        temporary = warehouse.join(directory, "." + file_name + ".tmp")
+        warehouse.write_parquet(part, temporary, compression="snappy", store_decimal_as_integer=True)
+        warehouse.rename(temporary, path)
         written.append((path, part.num_rows))
-    files = ["file://" + str(p.absolute()) for p, _ in written]  # unencoded, as collect_staged
-    return StagedOutput(files, sum(n for _, n in written), sum(p.stat().st_size for p, _ in written))
+    files = [warehouse.file_uri(p) for p, _ in written]  # unencoded, as collect_staged
+    return StagedOutput(files, sum(n for _, n in written), sum(warehouse.stat(p).size for p, _ in written))
 
 
 def _split_by_value(table: pa.Table, column: str | None) -> list[pa.Table]:
@@ -123,39 +123,40 @@ def _split_by_value(table: pa.Table, column: str | None) -> list[pa.Table]:
     return parts
 
 
-def remove_unreferenced(candidates: Iterable[Path], referenced: Iterable[str]) -> list[Path]:
+def remove_unreferenced(candidates: Iterable[Location], referenced: Iterable[str]) -> list[str]:
     """Delete each directory of ``candidates`` that holds none of the ``referenced`` files.
 
     Args:
-        candidates: staged attempt directories.
-        referenced: files to keep (paths or ``file://`` URIs): recorded in the progress
-            table, or referenced by a live Iceberg snapshot.
+        candidates: staged attempt directories (warehouse locations).
+        referenced: files to keep (paths or URIs): recorded in the progress table, or
+            referenced by a live Iceberg snapshot.
 
     Returns:
-        The directories removed.
+        The directories removed (normalized locations).
     """
-    keep = {Path(f.removeprefix("file://")).parent for f in referenced}
-    removed: list[Path] = []
-    for directory in candidates:
-        if any(d == directory or directory in d.parents for d in keep):
+    keep = {warehouse.parent(f) for f in referenced}
+    removed: list[str] = []
+    for directory in (warehouse.normalize(c) for c in candidates):
+        if any(warehouse.is_within(d, directory) for d in keep):
             continue
-        shutil.rmtree(directory, ignore_errors=True)
+        warehouse.remove_tree(directory)
         removed.append(directory)
     return removed
 
 
-def collect_staged(directory: Path) -> StagedOutput:
+def collect_staged(directory: Location) -> StagedOutput:
     """List the Parquet files under ``directory`` with their row counts and sizes."""
     files: list[str] = []
     rows = 0
     size = 0
-    for path in sorted(directory.rglob("*.parquet")):
-        meta = pq.read_metadata(path)
+    found = [f for f in warehouse.list_files(directory) if f.name.endswith(".parquet")]
+    for info in sorted(found, key=lambda f: f.path.split("/")):  # by components, as pathlib sorts
+        meta = warehouse.parquet_metadata(info.path)
         if meta.num_rows == 0:
             continue  # Spark writes an empty file for empty input; Iceberg needs none
         rows += meta.num_rows
-        size += path.stat().st_size
-        files.append("file://" + str(path.absolute()))  # unencoded: pyiceberg opens the path as is
+        size += info.size
+        files.append(warehouse.file_uri(info.path))  # unencoded: pyiceberg opens the path as is
     return StagedOutput(files, rows, size)
 
 
@@ -163,4 +164,4 @@ def read_files(spark: SparkSession, files: list[str], schema: StructType) -> Dat
     """A DataFrame over committed data files, or an empty one with ``schema``."""
     if not files:
         return spark.createDataFrame([], schema)
-    return spark.read.schema(schema).parquet(*files)
+    return spark.read.schema(schema).parquet(*[warehouse.spark_path(f) for f in files])

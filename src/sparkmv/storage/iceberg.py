@@ -13,7 +13,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -38,6 +37,7 @@ from sqlalchemy import Engine
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
 from sparkmv.storage import partition_values
+from sparkmv.storage.warehouse import Location, catalog_uri, make_dirs, normalize, remove_tree
 
 CATALOG_NAME = "sparkmv"
 RUN_ID_PROPERTY = "sparkmv.run-id"
@@ -91,15 +91,28 @@ class IcebergStore:
 
     Args:
         catalog_url: SQLAlchemy URL of the shared catalog database.
-        warehouse: directory under which table data and metadata are written.
+        warehouse: location under which table data and metadata are written: a local
+            directory, or an object-store URL (``s3://bucket/warehouse``).
         engine: the engine sparkmv already opened on ``catalog_url`` (shared, so SQLite
             sees one set of locking rules).
+
+    The catalog's FileIO properties (``s3.endpoint``, ``s3.region``, ...) come from
+    pyiceberg's own configuration of the catalog named ``sparkmv`` (``~/.pyiceberg.yaml``
+    or ``PYICEBERG_CATALOG__SPARKMV__S3__ENDPOINT``-style variables); ``uri`` and
+    ``warehouse`` are always sparkmv's.
     """
 
-    def __init__(self, catalog_url: str, warehouse: Path, engine: Engine | None = None) -> None:
-        warehouse.mkdir(parents=True, exist_ok=True)
+    def __init__(self, catalog_url: str, warehouse: Location, engine: Engine | None = None) -> None:
+        from pyiceberg.utils.config import Config
+
+        make_dirs(warehouse)
         self.warehouse = warehouse
-        self.catalog = SqlCatalog(CATALOG_NAME, uri=catalog_url, warehouse=warehouse.as_uri())
+        configured = {
+            k: str(v)
+            for k, v in (Config().get_catalog_config(CATALOG_NAME) or {}).items()
+            if k not in _OWN_PROPERTIES and not isinstance(v, dict)
+        }
+        self.catalog = SqlCatalog(CATALOG_NAME, **configured, uri=catalog_url, warehouse=catalog_uri(warehouse))
         if engine is not None:
             self.catalog.engine.dispose()
             self.catalog.engine = engine
@@ -148,7 +161,7 @@ class IcebergStore:
             return
         location = self.load(name).location()
         self.catalog.drop_table((name.namespace, name.name))
-        _remove_tree(location)
+        remove_tree(location)
 
     def list_tables(self) -> list[ObjectName]:
         """Every table of the ``sparkmv`` Iceberg catalog."""
@@ -378,12 +391,13 @@ class IcebergStore:
         return len(old)
 
     def referenced_files(self, name: ObjectName) -> set[str]:
-        """Paths (without scheme) of data files referenced by any live snapshot."""
+        """Data files referenced by any live snapshot, as normalized locations (local
+        paths without scheme, URLs on an object store)."""
         table = self.load(name)
         paths: set[str] = set()
         for snap in table.snapshots():
             for f in self.data_files(table, snap.snapshot_id):
-                paths.add(_strip_scheme(f.path))
+                paths.add(normalize(f.path))
         return paths
 
 
@@ -443,13 +457,5 @@ def _data_files(table: Table, files: list[str]) -> list[IcebergDataFile]:
     return list(executor.map(lambda f: parquet_file_to_data_file(table.io, table.metadata, f), files))
 
 
-def _strip_scheme(uri: str) -> str:
-    return uri.removeprefix("file://")
-
-
-def _remove_tree(location: str) -> None:
-    import shutil
-
-    path = Path(_strip_scheme(location))
-    if path.exists():
-        shutil.rmtree(path, ignore_errors=True)
+_OWN_PROPERTIES = ("uri", "warehouse", "type", "py-catalog-impl")
+"""pyiceberg catalog properties sparkmv sets itself (never taken from pyiceberg's config)."""

@@ -9,12 +9,10 @@ kind-specific fields of the catalog side of a finished run.
 
 from __future__ import annotations
 
-import shutil
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 from sqlalchemy.orm import Session
@@ -23,12 +21,13 @@ from sparkmv.catalog.models import ObjectRow, ProgressRow
 from sparkmv.names import ObjectName
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage import warehouse
 from sparkmv.storage.files import remove_unreferenced
 
 
-def staging_dir(table_location: str, run_id: int) -> Path:
-    """Directory of the staged files of a run, inside the table's data directory."""
-    return Path(table_location.removeprefix("file://")) / "data" / f"run-{run_id}"
+def staging_dir(table_location: str, run_id: int) -> str:
+    """Location of the staged files of a run, inside the table's data directory."""
+    return warehouse.join(table_location, "data", f"run-{run_id}")
 
 
 class JobPlan(Protocol):
@@ -131,7 +130,8 @@ class RunContext:
             named by its argument) when it is no longer ours.
         spark_scope: ``with ctx.spark_scope("load"):`` runs Spark jobs under the run's
             tag (cancelled with the run) outside of chunks.
-        own_attempts: staging directories this process wrote that are not yet recorded.
+        own_attempts: staging directories (locations) this process wrote that are not yet
+            recorded.
     """
 
     run_id: int
@@ -139,7 +139,7 @@ class RunContext:
     request: RefreshRequest
     require_lease: Callable[[str], None]
     spark_scope: Callable[[str], AbstractContextManager[None]]
-    own_attempts: list[Path] = field(default_factory=list)
+    own_attempts: list[str] = field(default_factory=list)
 
 
 class Job(ABC, Generic[P]):
@@ -186,7 +186,7 @@ class Job(ABC, Generic[P]):
     def plan_from_json(self, data: dict[str, Any]) -> P:
         """The stored plan of a resumed run; also sets ``self.plan``."""
 
-    def prepare(self, ctx: RunContext) -> tuple[P, list[Path]] | None:
+    def prepare(self, ctx: RunContext) -> tuple[P, list[str]] | None:
         """Stage input shared by all chunks before the first one (e.g. a reload's source);
         returns the plan that records it and the directories written, or None when there
         is nothing (more) to stage. The lifecycle records the plan only with the lease."""
@@ -227,7 +227,7 @@ class Job(ABC, Generic[P]):
         """The Iceberg tables the run commits to."""
         return [self.name]
 
-    def staging_roots(self, run_id: int) -> list[Path]:
+    def staging_roots(self, run_id: int) -> list[str]:
         """The run's staging directories (one per table in :meth:`tables`); each table's
         location is loaded once per job (a run asks for its roots several times)."""
         for n in self.tables():
@@ -239,8 +239,7 @@ class Job(ABC, Generic[P]):
         """After success: remove attempt directories holding none of the ``recorded``
         (published) files."""
         for root in self.staging_roots(run_id):
-            if root.is_dir():
-                remove_unreferenced(list(root.iterdir()), recorded)
+            remove_unreferenced([e.path for e in warehouse.list_dir(root) if e.is_dir], recorded)
 
     def discard_staging(self, run_id: int) -> None:
         """After a failed, cancelled or abandoned run: remove its staging except files a
@@ -249,8 +248,8 @@ class Job(ABC, Generic[P]):
             f for n in self.tables() if self.rt.iceberg.exists(n) for f in self.rt.iceberg.referenced_files(n)
         }
         for root in self.staging_roots(run_id):
-            if not root.is_dir():
+            entries = warehouse.list_dir(root)
+            if not entries and not warehouse.is_dir(root):
                 continue
-            remove_unreferenced(list(root.iterdir()), referenced)
-            if not any(root.iterdir()):
-                shutil.rmtree(root, ignore_errors=True)
+            remove_unreferenced([e.path for e in entries if e.is_dir], referenced)
+            warehouse.remove_empty_dir(root)

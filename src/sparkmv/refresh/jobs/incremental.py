@@ -22,7 +22,6 @@ computed and published here:
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -58,7 +57,7 @@ def compute_incremental(
     pinned: dict[str, PinnedTable],
     inputs: dict[str, IncrementalInput],
     mv_snapshot: int | None,
-    directory: Path,
+    directory: str,
 ) -> ChunkOutcome:
     """Compute the MV's new rows from the change of its base tables and stage them under
     ``directory``.

@@ -29,6 +29,7 @@ from sparkmv.refresh.planner import Plan, RefreshRequest, base_partitions_for
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
+from sparkmv.storage import warehouse
 
 if TYPE_CHECKING:  # pyspark is imported where a chunk is computed
     from pyspark.sql.types import StructType
@@ -175,7 +176,12 @@ class MvRefreshJob(Job[MvRunPlan]):
 
             [chunk_id] = chunk_ids
             outcome = compute_incremental(
-                self.rt, self.mv, self.plan.pinned, self.plan.inputs, self.plan.mv_snapshot, root / attempt_name
+                self.rt,
+                self.mv,
+                self.plan.pinned,
+                self.plan.inputs,
+                self.plan.mv_snapshot,
+                warehouse.join(root, attempt_name),
             )
             return {chunk_id: outcome}
         out: dict[int, ChunkOutcome] = {}
@@ -188,7 +194,14 @@ class MvRefreshJob(Job[MvRunPlan]):
             restrict = base_partitions_for(chunk, self.lineage, self.plan.pinned)
             tag = f"r{ctx.run_id}c{chunk_id}"
             staged = compute_chunk(
-                self.rt, self.mv, self.plan.pinned, chunk, restrict, root / attempt_name, tag, self.target
+                self.rt,
+                self.mv,
+                self.plan.pinned,
+                chunk,
+                restrict,
+                warehouse.join(root, attempt_name),
+                tag,
+                self.target,
             )
             out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
         return out

@@ -25,11 +25,8 @@ not recorded), besides the lifecycle's.
 from __future__ import annotations
 
 import logging
-import os
-import shutil
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Any
 
 from sqlalchemy.orm import Session
@@ -44,6 +41,7 @@ from sparkmv.refresh.reload.options import CHANGELOG_LEAF, SIGN_COLUMN, TableDef
 from sparkmv.refresh.reload.source import SourceFile, StagedLoad, list_source, listing_from_json, listing_to_json
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.storage import warehouse
 from sparkmv.storage.iceberg import RUN_ID_PROPERTY, IcebergStore
 
 log = logging.getLogger("sparkmv.reload")
@@ -229,16 +227,17 @@ class TableReloadJob(Job[ReloadPlan]):
         self.plan = ReloadPlan.from_json(data)
         return self.plan
 
-    def prepare(self, ctx: RunContext) -> tuple[ReloadPlan, list[Path]] | None:
+    def prepare(self, ctx: RunContext) -> tuple[ReloadPlan, list[str]] | None:
         """Load the source into ``<staging>/load-a<attempt>`` unless a load is recorded."""
         from sparkmv.refresh.reload.source import write_load
 
         if self.plan.load is not None:
             return None
         staging = self.staging_roots(ctx.run_id)[0]
-        for old in staging.glob("load-a*") if staging.exists() else []:
-            shutil.rmtree(old, ignore_errors=True)  # an unrecorded load of an earlier attempt
-        directory = staging / f"load-a{ctx.attempt}"
+        for old in warehouse.list_dir(staging):
+            if old.name.startswith("load-a"):
+                warehouse.remove_tree(old.path)  # an unrecorded load of an earlier attempt
+        directory = warehouse.join(staging, f"load-a{ctx.attempt}")
         started = time.monotonic()
         with ctx.spark_scope("load"):
             staged = write_load(self.rt.spark, self.tdef, self.plan.listing, directory, self.rt.settings.jdbc_jars)
@@ -294,9 +293,9 @@ class TableReloadJob(Job[ReloadPlan]):
             chunk_ids,
             [f for v in chunk_ids for f in load.vnodes.get(v, ([], 0))[0]],
             [f for v in chunk_ids for f in self.plan.table_files.get(v, [])],
-            table_root / attempt_name,
+            warehouse.join(table_root, attempt_name),
             load.vnodes,
-            changelog_root / attempt_name,
+            warehouse.join(changelog_root, attempt_name),
             self.plan.table_files,
         )
         self.rt.faults.hit("during_merge", self._merges)
@@ -348,25 +347,27 @@ class TableReloadJob(Job[ReloadPlan]):
 
     def cleanup(self, run_id: int, recorded: set[str]) -> None:
         """Remove the staged source and every staged file not published."""
-        keep = {Path(f.removeprefix("file://")) for f in recorded}
+        keep = {warehouse.normalize(f) for f in recorded}
         for root in self.staging_roots(run_id):
-            if root.is_dir():
-                _prune(root, keep)
+            _prune(root, keep)
 
 
-def _prune(root: Path, keep: set[Path]) -> None:
+def _prune(root: str, keep: set[str]) -> None:
     """Remove everything under ``root`` except the files in ``keep`` (and their directories)."""
-    for entry in root.iterdir():
-        if not any(entry in p.parents for p in keep):
-            shutil.rmtree(entry, ignore_errors=True)
+    for entry in warehouse.list_dir(root):
+        if not any(warehouse.is_within(p, entry.path) and p != entry.path for p in keep):
+            warehouse.remove_tree(entry.path)
             continue
         # a directory holding published files (e.g. staged files reused as table files):
-        # remove everything else in it
-        for path in sorted(entry.rglob("*"), key=lambda p: len(p.parts), reverse=True):
-            if path.is_file() and path not in keep:
-                path.unlink(missing_ok=True)
-            elif path.is_dir() and not any(path.iterdir()):
-                path.rmdir()
+        # remove everything else in it, then the directories left empty (deepest first)
+        dirs: list[str] = []
+        for parts, _subdirs, files in warehouse.walk(entry.path):
+            dirs.append(warehouse.join(entry.path, *parts))
+            for f in files:
+                if f.path not in keep:
+                    warehouse.remove_file(f.path)
+        for directory in sorted(dirs, key=lambda d: d.count("/"), reverse=True):
+            warehouse.remove_empty_dir(directory)
 
 
 def ensure_changelog_sign(store: IcebergStore, name: ObjectName) -> bool:
@@ -398,7 +399,7 @@ def _append_changelog(store: IcebergStore, name: ObjectName, run_id: int, files:
 
 
 def _size(files: list[str]) -> int:
-    return sum(os.path.getsize(f.removeprefix("file://")) for f in files)
+    return sum(warehouse.stat(f).size for f in files)
 
 
 def reload_table(

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import reduce
-from pathlib import Path
 
 from pyspark import StorageLevel
 from pyspark.sql import Column, DataFrame, SparkSession
@@ -30,6 +29,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import IntegerType, StructField, StructType
 
 from sparkmv.refresh.reload.options import CHANGELOG_LEAF, SIGN_COLUMN, VNODE_COLUMN, TableDef
+from sparkmv.storage import warehouse
 from sparkmv.storage.files import PARTITION_COPY, collect_staged, write_staged
 
 
@@ -96,7 +96,7 @@ def _schema(spark: SparkSession, tdef: TableDef) -> StructType:
 
 
 def _read(spark: SparkSession, files: list[str], schema: StructType, prefix: str) -> DataFrame:
-    df = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    df = spark.read.schema(schema).parquet(*_spark_paths(files)) if files else spark.createDataFrame([], schema)
     return df.select(
         *[F.col(f"`{f.name}`").alias(prefix + f.name) for f in schema.fields], F.lit(True).alias(prefix + "present")
     )
@@ -109,9 +109,9 @@ def merge_batch(
     vnodes: list[int],
     staged_files: list[str],
     table_files: list[str],
-    directory: Path,
+    directory: str,
     staged_by_vnode: dict[int, tuple[list[str], int]] | None = None,
-    changelog_dir: Path | None = None,
+    changelog_dir: str | None = None,
     table_by_vnode: dict[int, list[str]] | None = None,
 ) -> BatchResult:
     """Merge ``vnodes``: staged files vs the table's pinned files of those vnodes.
@@ -175,19 +175,19 @@ def merge_batch(
             F.col("op"), *[F.col(f"{_OLD}{i}").alias(c.name) for i, c in enumerate(tdef.columns)]
         )
         log = changelog_frame(tdef, run_id, new, old)
-        log_out = write_staged(log, changelog_dir / CHANGELOG_LEAF, None, max_files=2)
+        log_out = write_staged(log, warehouse.join(changelog_dir, CHANGELOG_LEAF), None, max_files=2)
         table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
             *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
         )
         # written straight from the join's tasks (no extra shuffle): at most one file per
         # task and changed vnode
-        table_dir = directory / "table"
+        table_dir = warehouse.join(directory, "table")
         table.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(
             PARTITION_COPY
-        ).parquet(str(table_dir))
+        ).parquet(warehouse.spark_path(table_dir))
         table_out = collect_staged(table_dir)
         for uri in table_out.files:
-            vnode = int(Path(uri).parent.name.split("=", 1)[1])
+            vnode = int(warehouse.name(warehouse.parent(uri)).split("=", 1)[1])
             results[vnode].files.append(uri)
         return BatchResult(results, log_out.files, log_out.rows)
     finally:
@@ -226,7 +226,7 @@ def _old_rows(
         files = [f for v in vnodes for f in table_by_vnode.get(v, [])]
     else:
         files = table_files if vnodes else []
-    t = spark.read.schema(schema).parquet(*files) if files else spark.createDataFrame([], schema)
+    t = spark.read.schema(schema).parquet(*_spark_paths(files)) if files else spark.createDataFrame([], schema)
     keys = [c for c in changes.columns if c not in ("op", VNODE_COLUMN)]
     return t.where(F.col(VNODE_COLUMN).isin(vnodes)).join(
         F.broadcast(changes.where(F.col("op") != "I").drop(VNODE_COLUMN)), keys, "inner"
@@ -250,7 +250,7 @@ def _merge_overwrite(
     vnodes: list[int],
     staged_by_vnode: dict[int, tuple[list[str], int]],
     table_files: list[str],
-    changelog_dir: Path,
+    changelog_dir: str,
     table_by_vnode: dict[int, list[str]] | None = None,
 ) -> BatchResult:
     """``OVERWRITE`` merge on narrow rows: key, vnode and two hashes of the values.
@@ -264,8 +264,16 @@ def _merge_overwrite(
     """
     schema = _schema(spark, tdef)
     staged_files = [f for v in vnodes for f in staged_by_vnode.get(v, ([], 0))[0]]
-    s = spark.read.schema(schema).parquet(*staged_files) if staged_files else spark.createDataFrame([], schema)
-    t = spark.read.schema(schema).parquet(*table_files) if table_files else spark.createDataFrame([], schema)
+    s = (
+        spark.read.schema(schema).parquet(*_spark_paths(staged_files))
+        if staged_files
+        else spark.createDataFrame([], schema)
+    )
+    t = (
+        spark.read.schema(schema).parquet(*_spark_paths(table_files))
+        if table_files
+        else spark.createDataFrame([], schema)
+    )
     values = tdef.value_columns
     pk = tdef.primary_key
 
@@ -303,9 +311,14 @@ def _merge_overwrite(
         retracted = sorted(v for v in changed if results[v].updated or results[v].deleted)
         old = _old_rows(spark, schema, changes, retracted, table_files, table_by_vnode)
         log = changelog_frame(tdef, run_id, new, old)
-        log_out = write_staged(log, changelog_dir / CHANGELOG_LEAF, None, max_files=2)
+        log_out = write_staged(log, warehouse.join(changelog_dir, CHANGELOG_LEAF), None, max_files=2)
         for v in changed:
             results[v].files = list(staged_by_vnode.get(v, ([], 0))[0])
         return BatchResult(results, log_out.files, log_out.rows)
     finally:
         changes.unpersist()
+
+
+def _spark_paths(files: list[str]) -> list[str]:
+    """Recorded file URIs as Spark reads them (``s3a://`` for ``s3://``)."""
+    return [warehouse.spark_path(f) for f in files]

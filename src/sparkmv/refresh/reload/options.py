@@ -17,8 +17,8 @@ sparkmv.errors.InvalidPropertyError: Table 't': refresh_interval_sec requires re
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from sparkmv.catalog.models import ObjectRow
@@ -27,6 +27,7 @@ from sparkmv.names import CHANGELOG_SUFFIX, ObjectName, changelog_name
 
 __all__ = ["CHANGELOG_SUFFIX", "changelog_name"]  # the rule lives in sparkmv.names
 from sparkmv.refresh.properties import LEASE_SECONDS, check_lease
+from sparkmv.storage import warehouse
 
 VNODE_COLUMN = "_vnode"
 CHANGELOG_LEAF = "__smv_changelog"
@@ -160,10 +161,10 @@ def _jdbc_options(table: str, opts: dict[str, str], out: dict[str, Any]) -> None
         raise InvalidPropertyError(f"Table '{table}': give password_env or password_file, not both")
     if "password_env" in opts and not is_env_name(env):
         raise InvalidPropertyError(f"Table '{table}': password_env must name an environment variable, got '{env}'")
-    if "password_file" in opts and not Path(path).is_absolute():
+    if "password_file" in opts and not os.path.isabs(path):
         raise InvalidPropertyError(f"Table '{table}': password_file must be an absolute path, got '{path}'")
     jars = split_jars(opts.get("jars", ""))
-    missing = next((j for j in jars if not Path(j).is_file()), None)
+    missing = next((j for j in jars if not os.path.isfile(j)), None)  # local driver jars
     if missing is not None:
         raise InvalidPropertyError(f"Table '{table}': jars: driver jar '{missing}' does not exist")
     out.update(
@@ -186,8 +187,8 @@ def _files_options(table: str, opts: dict[str, str], out: dict[str, Any]) -> Non
         raise InvalidPropertyError(
             f"Table '{table}': unknown format '{opts['format']}' (supported: {', '.join(FORMATS)})"
         )
-    path = Path(opts["path"].strip().removeprefix("file://"))
-    if not path.is_dir():
+    path = warehouse.absolute(opts["path"].strip())
+    if not warehouse.is_dir(path):
         raise InvalidPropertyError(f"Table '{table}': path '{opts['path']}' does not exist or is not a directory")
     if fmt != "csv" and ("csv.header" in opts or "csv.delimiter" in opts):
         raise InvalidPropertyError(f"Table '{table}': csv.* options need format = 'csv'")
@@ -196,7 +197,7 @@ def _files_options(table: str, opts: dict[str, str], out: dict[str, Any]) -> Non
         raise InvalidPropertyError(f"Table '{table}': csv.delimiter must be one character, got '{delimiter}'")
     out.update(
         {
-            "path": str(path.absolute()),
+            "path": path,
             "format": fmt,
             "match_pattern": opts.get("match_pattern", "*").strip() or "*",
             "csv.header": _bool(table, "csv.header", opts["csv.header"]) if "csv.header" in opts else True,

@@ -16,15 +16,11 @@ from __future__ import annotations
 import csv
 import fnmatch
 import json
-import os
 import re
-import shutil
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-import pyarrow.parquet as pq
 from pyspark.sql import Column as SparkColumn
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -33,6 +29,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 from sparkmv.errors import SourceError
 from sparkmv.refresh.reload import jdbc
 from sparkmv.refresh.reload.options import VNODE_COLUMN, TableDef
+from sparkmv.storage import warehouse
 from sparkmv.storage.files import PARTITION_COPY
 
 CORRUPT = "__smv_corrupt"
@@ -88,17 +85,17 @@ def list_source(tdef: TableDef) -> list[SourceFile]:
     opts = tdef.options
     if opts["connector"] != "files":
         return []
-    root = Path(opts["path"])
-    if not root.is_dir():
+    root = warehouse.normalize(opts["path"])
+    if not warehouse.is_dir(root):
         raise SourceError(f"Table '{tdef.name}': source path '{root}' does not exist")
     out: list[SourceFile] = []
-    for entry in sorted(os.scandir(root), key=lambda e: e.name):
-        if not entry.is_file() or entry.name.startswith((".", "_")):
+    for entry in warehouse.list_dir(root):
+        if entry.is_dir or entry.name.startswith((".", "_")):
             continue
         if not fnmatch.fnmatchcase(entry.name, opts["match_pattern"]):
             continue
-        st = entry.stat()
-        out.append(SourceFile(entry.name, st.st_size, st.st_mtime_ns))
+        st = warehouse.stat(entry.path)
+        out.append(SourceFile(entry.name, st.size, st.mtime_ns))
     return out
 
 
@@ -113,14 +110,14 @@ def listing_from_json(data: list[dict[str, Any]]) -> list[SourceFile]:
 
 
 def _check_unchanged(tdef: TableDef, files: list[SourceFile]) -> None:
-    root = Path(tdef.options["path"])
+    root = tdef.options["path"]
     for f in files:
         try:
-            st = (root / f.name).stat()
+            st = warehouse.stat(warehouse.join(root, f.name))
         except FileNotFoundError as exc:
             msg = f"Table '{tdef.name}': source file '{f.name}' disappeared after the run pinned it"
             raise SourceError(msg) from exc
-        if st.st_size != f.size or st.st_mtime_ns != f.mtime_ns:
+        if st.size != f.size or st.mtime_ns != f.mtime_ns:
             raise SourceError(f"Table '{tdef.name}': source file '{f.name}' changed after the run pinned it")
 
 
@@ -134,8 +131,8 @@ def _declared(tdef: TableDef) -> StructType:
 def _read_files(spark: SparkSession, tdef: TableDef, files: list[SourceFile]) -> DataFrame:
     """Declared columns + ``__smv_corrupt`` (raw text of unparsable rows) + ``__smv_order``."""
     opts = tdef.options
-    root = Path(opts["path"])
-    paths = [str(root / f.name) for f in files]
+    root = opts["path"]
+    paths = [warehouse.spark_path(warehouse.join(root, f.name)) for f in files]
     declared = _declared(tdef)
     fmt = opts["format"]
     if fmt == "parquet":
@@ -167,9 +164,9 @@ def _read_files(spark: SparkSession, tdef: TableDef, files: list[SourceFile]) ->
     )
 
 
-def _check_parquet_columns(tdef: TableDef, root: Path, files: list[SourceFile]) -> None:
+def _check_parquet_columns(tdef: TableDef, root: str, files: list[SourceFile]) -> None:
     for f in files:
-        names = {n.lower() for n in pq.read_schema(root / f.name).names}
+        names = {n.lower() for n in warehouse.parquet_schema(warehouse.join(root, f.name)).names}
         for c in tdef.columns:
             if c.name not in names:
                 raise SourceError(f"Table '{tdef.name}': source file '{f.name}' has no column '{c.name}'")
@@ -279,7 +276,7 @@ def write_load(
     spark: SparkSession,
     tdef: TableDef,
     files: list[SourceFile],
-    directory: Path,
+    directory: str,
     jdbc_jars: Sequence[str] | None = None,
 ) -> StagedLoad:
     """Load the source into ``directory`` (replacing it), one sub-directory per vnode.
@@ -290,12 +287,11 @@ def write_load(
         SourceError: a row does not fit the declared types, a key column is NULL, or a
             pinned file changed (the message names the file and line when known).
     """
-    if directory.exists():
-        shutil.rmtree(directory)
+    warehouse.remove_tree(directory)
     try:
         df = source_dataframe(spark, tdef, files, jdbc_jars)
         df.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(
-            str(directory)
+            warehouse.spark_path(directory)
         )
     except Exception as exc:
         explained = explain_load_error(tdef, files, exc)
@@ -304,20 +300,23 @@ def write_load(
         raise SourceError(explained) from exc
     vnodes: dict[int, tuple[list[str], int]] = {}
     total = 0
-    if directory.exists():
-        for part in sorted(directory.glob(f"{PARTITION_COPY}=*")):
-            vnode = int(part.name.split("=", 1)[1])
-            uris: list[str] = []
-            rows = 0
-            for path in sorted(part.glob("*.parquet")):
-                n = pq.read_metadata(path).num_rows
-                if n:
-                    uris.append("file://" + str(path.absolute()))
-                    rows += n
-            if uris:
-                vnodes[vnode] = (uris, rows)
-                total += rows
-    return StagedLoad(str(directory), vnodes, total)
+    for part in warehouse.list_dir(directory):
+        if not (part.is_dir and part.name.startswith(f"{PARTITION_COPY}=")):
+            continue
+        vnode = int(part.name.split("=", 1)[1])
+        uris: list[str] = []
+        rows = 0
+        for entry in warehouse.list_dir(part.path):
+            if entry.is_dir or not entry.name.endswith(".parquet"):
+                continue
+            n = warehouse.parquet_metadata(entry.path).num_rows
+            if n:
+                uris.append(warehouse.file_uri(entry.path))
+                rows += n
+        if uris:
+            vnodes[vnode] = (uris, rows)
+            total += rows
+    return StagedLoad(warehouse.normalize(directory), vnodes, total)
 
 
 # -- error messages -------------------------------------------------------------------------------
@@ -361,16 +360,16 @@ def _find_line(tdef: TableDef, file_name: str, test: Any) -> int | None:
     opts = tdef.options
     if opts.get("connector") != "files":
         return None
-    path = Path(opts["path"]) / file_name
+    path = warehouse.join(opts["path"], file_name)
     try:
         if opts["format"] == "parquet":
-            table = pq.read_table(path)
+            table = warehouse.read_parquet(path)
             for i, record in enumerate(table.to_pylist(), start=1):
                 if test("", record):
                     return i
             return None
-        with open(path, encoding="utf-8", newline="") as fh:
-            lines = fh.read().splitlines()
+        with warehouse.open_input(path) as fh:
+            lines = fh.read().decode("utf-8").splitlines()
     except (OSError, UnicodeDecodeError):
         return None
     start = 1 if opts["format"] == "csv" and opts["csv.header"] else 0
