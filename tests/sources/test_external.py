@@ -56,6 +56,7 @@ def test_three_part_names() -> None:
         ("rest", {"uri": "http://rest:8181", "credential": "env:LAKE_CRED", "warehouse": "wh"}),
         ("hive", {"uri": "thrift://hms:9083", "hive.kerberos-authentication": "false"}),
         ("glue", {"glue.region": "eu-west-1", "glue.secret-access-key": "env:LAKE_SECRET", "glue.id": "123"}),
+        ("hive", {"uri": "thrift://hms:9083", "iceberg.catalog.name": "prod"}),
         ("sql", {"uri": "env:LAKE_URI", "sparkmv.max-delete-files": "5"}),
     ],
 )
@@ -65,7 +66,7 @@ def test_properties_are_passed_through(catalog_type: str, extra: dict[str, str],
     env = {"LAKE_CRED": "id:s3cret", "LAKE_SECRET": "k3y", "LAKE_URI": "postgresql+psycopg://u:pw@h/db"}
     expected = {"type": catalog_type}
     for key, value in extra.items():
-        if not key.startswith("sparkmv."):
+        if not key.startswith(("sparkmv.", "iceberg.catalog.name")):
             expected[key] = env[value[4:]] if value.startswith("env:") else value
     assert external.pyiceberg_properties("lake", props, env) == expected
 
@@ -84,7 +85,7 @@ def test_properties_are_passed_through(catalog_type: str, extra: dict[str, str],
         monkeypatch.setenv(k, v)
     with pytest.raises(SourceError, match="catalog 'lake' is unreachable: stop"):
         external.open_catalog("lake", props)
-    assert seen == {"name": "lake", "properties": expected}
+    assert seen == {"name": extra.get("iceberg.catalog.name", "lake"), "properties": expected}
 
 
 def test_secrets_and_bad_properties() -> None:

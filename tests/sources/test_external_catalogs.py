@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -21,6 +22,7 @@ from sparkmv.errors import AnalysisError, ObjectExistsError, ObjectNotFoundError
 from sparkmv.names import ObjectName
 from sparkmv.storage.iceberg import RUN_ID_PROPERTY, IcebergStore
 from tests.helpers import rows_of
+from tests.sources.position_deletes import delete_rows
 
 SCHEMA = Schema(
     NestedField(1, "ts", TimestampType(), required=False),
@@ -192,3 +194,37 @@ def test_bucket_partitioned_table_is_no_reference_table(make_client: Any, spark:
     assert "is partitioned by bucket[4](ts): not a transform partition change tracking can map" in explain, explain
     refresh(client, "monthly")
     assert mv_rows(client, "monthly") == recomputed(spark, events, MONTHLY)
+
+
+def test_position_deletes_read_through_pyiceberg(make_client: Any, spark: Any, tmp_path: Path) -> None:
+    client = make_client()
+    uri, warehouse = f"sqlite:///{tmp_path}/lake.db", tmp_path / "lakewh"
+    cat = outside_catalog(uri, warehouse)
+    events = make_events(cat)
+    client.execute(catalog_sql(uri, warehouse))
+    client.execute("CREATE MATERIALIZED VIEW monthly PARTITION BY month AS " + MONTHLY)
+
+    # An outside row-level delete (merge-on-read): position delete files on 2024-01-05 and 2024-03-01.
+    assert delete_rows(cat.load_table(("db", "events")), lambda rows: pc.equal(rows["k"], "b")) == 2
+    events.refresh()
+    run = refresh(client, "monthly")
+    assert (run.mode, run.partitions_done) == ("PCT", 2)
+    # January is rewritten; March held only deleted rows, so its MV partition is gone.
+    assert rewritten(client, "monthly", run.run_id) == {"2024-01-01 00:00:00"}
+    mv = client.runtime.iceberg.load(ObjectName.parse("monthly"))
+    assert {p.value for p in IcebergStore.partitions(mv)} == {"2024-01-01 00:00:00", "2024-02-01 00:00:00"}
+    assert mv_rows(client, "monthly") == recomputed(spark, events, MONTHLY)
+
+    # Past the catalog's sparkmv.max-delete-files the refresh fails, naming table and count.
+    # The SQL catalog keeps tables per catalog name: "strict" reads the tables pyiceberg wrote as "lake".
+    extra = ', "iceberg.catalog.name" = "lake", "sparkmv.max-delete-files" = "1")'
+    client.execute(catalog_sql(uri, warehouse).replace("lake", "strict", 1).removesuffix(")") + extra)
+    created = client.execute(
+        "CREATE MATERIALIZED VIEW strict_mv AS SELECT k, sum(amount) AS s FROM strict.db.events GROUP BY k"
+    )
+    assert created.run is not None and created.run.state == "FAILED"
+    assert (
+        f"base table 'strict.db.events' has 2 delete files at snapshot {events.current_snapshot().snapshot_id}, "
+        "more than "
+        "sparkmv.max-delete-files = 1 of catalog 'strict'"
+    ) in (created.run.error or "")

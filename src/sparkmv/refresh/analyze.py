@@ -56,7 +56,7 @@ def base_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFr
         pinned = pin_base(name, row, rt.iceberg, props)
     except SparkMvError as exc:
         raise ObjectNotFoundError(str(exc)) from exc
-    df = read_pinned(rt.spark, pinned)
+    df = read_pinned(rt.spark, pinned, set() if empty else None)  # the schema only: read no file
     if row is not None and row.kind == ObjectKind.REFRESHABLE_TABLE:
         df = df.drop("_vnode")
     if empty:

@@ -3,8 +3,9 @@
 ``CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" =
 "sql" | "rest" | "hive" | "glue", ...)``: the properties are stored as written and handed to
 pyiceberg's ``load_catalog`` when a table of the catalog is read, with
-``iceberg.catalog.type`` as pyiceberg's ``type``, ``"type" = "iceberg"`` dropped, and the
-``sparkmv.*`` properties (sparkmv's own settings) kept back.
+``iceberg.catalog.type`` as pyiceberg's ``type``, ``"type" = "iceberg"`` dropped,
+``iceberg.catalog.name`` as the name the catalog is loaded under (default: the sparkmv
+name), and the ``sparkmv.*`` properties (sparkmv's own settings) kept back.
 
 Secrets are never stored in clear text: a value ``env:NAME`` is the value of environment
 variable ``NAME`` of the process that loads the catalog; a property whose key names a secret
@@ -31,6 +32,9 @@ from sparkmv.names import ObjectName
 CATALOG_TYPES = ("sql", "rest", "hive", "glue")
 """Values of ``iceberg.catalog.type`` (pyiceberg's catalog types)."""
 TYPE_PROPERTY = "iceberg.catalog.type"
+NAME_PROPERTY = "iceberg.catalog.name"
+"""The name the catalog is loaded under in pyiceberg (default: the sparkmv catalog name). A
+SQL catalog keeps the tables of each catalog name apart: this is the name its writers use."""
 ENV_PREFIX = "env:"
 """A property value ``env:NAME`` is read from environment variable ``NAME`` at load time."""
 SECRET_WORDS = ("password", "secret", "token", "credential")
@@ -116,7 +120,7 @@ def pyiceberg_properties(name: str, props: dict[str, str], environ: dict[str, st
     out: dict[str, str] = {}
     for key, value in props.items():
         low = key.lower()
-        if low == "type" or low.startswith(_SPARKMV_PREFIX):
+        if low in ("type", NAME_PROPERTY) or low.startswith(_SPARKMV_PREFIX):
             continue
         if value.startswith(ENV_PREFIX):
             var = value[len(ENV_PREFIX) :]
@@ -135,13 +139,14 @@ def open_catalog(name: str, props: dict[str, str]) -> Catalog:
         SourceError: when pyiceberg cannot load or reach it (the cause named).
     """
     resolved = pyiceberg_properties(name, props)
-    key = name + "\0" + json.dumps(resolved, sort_keys=True)
+    loaded_as = next((v for k, v in props.items() if k.lower() == NAME_PROPERTY), name)
+    key = name + "\0" + loaded_as + "\0" + json.dumps(resolved, sort_keys=True)
     with _lock:
         found = _catalogs.get(key)
     if found is not None:
         return found
     try:
-        catalog = load_catalog(name, **resolved)
+        catalog = load_catalog(loaded_as, **resolved)
         catalog.list_namespaces()  # reachable: a wrong URI fails here, not at the first refresh
     except Exception as exc:  # pyiceberg raises many kinds (connection, auth, import errors)
         raise SourceError(f"catalog '{name}' is unreachable: {_first_line(exc)}") from exc

@@ -17,7 +17,8 @@ delete files too).
 Delete files. The data files of a partition without delete files are read by Spark as
 Parquet; a partition whose files carry position or equality deletes is read through
 pyiceberg (which applies them) into Spark via Arrow. More delete files than the catalog's
-``sparkmv.max-delete-files`` (default 100) fail the pin with the table and the count named.
+``sparkmv.max-delete-files`` (default 100) fail such a read with the table and the count
+named.
 """
 
 from __future__ import annotations
@@ -58,12 +59,8 @@ _EPOCH = datetime(1970, 1, 1)
 
 
 def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
-    """Pin the current snapshot of external table ``name``.
-
-    Raises:
-        RefreshError: when the snapshot carries more delete files than the catalog's
-            ``sparkmv.max-delete-files``.
-    """
+    """Pin the current snapshot of external table ``name`` (no Spark): files, versions and
+    delete files per partition."""
     from sparkmv.storage.schema import arrow_to_spark, schema_to_json
 
     schema_json = schema_to_json(arrow_to_spark(table.schema().as_arrow()))
@@ -87,7 +84,6 @@ def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
     if evolved is not None and reason is None:
         reason = f"base table '{name.qualified}' has data files of an older partition spec (partition spec evolution)"
         base = dataclasses.replace(base, partition_columns=[], partition_transforms=[], partition_reason=reason)
-    _check_deletes(name, tasks, props)
     source_type = _source_type(table, column)
     keyed = column is not None and reason is None
     groups: dict[str, list[FileScanTask]] = {}
@@ -206,12 +202,15 @@ def _versions(
     return out
 
 
-def _check_deletes(name: ObjectName, tasks: list[FileScanTask], props: dict[str, str]) -> None:
-    count = len({d.file_path for t in tasks for d in t.delete_files})
+def _check_deletes(pinned: PinnedTable) -> None:
+    """Refuse to apply more delete files than the catalog's ``sparkmv.max-delete-files``."""
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    props = pinned.catalog_properties or {}
+    count = sum(p.delete_files for p in pinned.partitions.values())
     limit = external.max_deletes(name.catalog, props)
     if count > limit:
         raise RefreshError(
-            f"base table '{name.qualified}' has {count} delete files at its current snapshot, more than "
+            f"base table '{name.qualified}' has {count} delete files at snapshot {pinned.snapshot_id}, more than "
             f"{external.MAX_DELETE_FILES_PROPERTY} = {limit} of catalog '{name.catalog}'; compact the table "
             "(rewrite its data files) or raise the limit"
         )
@@ -220,7 +219,12 @@ def _check_deletes(name: ObjectName, tasks: list[FileScanTask], props: dict[str,
 def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
     """A DataFrame over the pinned snapshot of an external table (of ``partitions`` only,
     when given): the files of partitions without delete files read by Spark as Parquet,
-    the others through pyiceberg with their deletes applied, in one union."""
+    the others through pyiceberg with their deletes applied, in one union.
+
+    Raises:
+        RefreshError: partitions with delete files are read and the snapshot carries more
+            than the catalog's ``sparkmv.max-delete-files``.
+    """
     from sparkmv.sources import iceberg
 
     chosen = {k: p for k, p in pinned.partitions.items() if partitions is None or k in partitions}
@@ -228,6 +232,7 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
     plain = iceberg.read(spark, pinned, set(chosen) - with_deletes)
     if not with_deletes:
         return plain
+    _check_deletes(pinned)
     files = {f for k in with_deletes for f in chosen[k].files}
     arrow = _read_applying_deletes(pinned, files)
     return plain.unionByName(_arrow_frame(spark, arrow, plain))
