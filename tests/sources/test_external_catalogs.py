@@ -228,3 +228,19 @@ def test_position_deletes_read_through_pyiceberg(make_client: Any, spark: Any, t
         "more than "
         "sparkmv.max-delete-files = 1 of catalog 'strict'"
     ) in (created.run.error or "")
+
+
+def test_incremental_refresh_reads_the_appended_files(make_client: Any, spark: Any, tmp_path: Path) -> None:
+    client = make_client()
+    uri, warehouse = f"sqlite:///{tmp_path}/lake.db", tmp_path / "lakewh"
+    cat = outside_catalog(uri, warehouse)
+    events = make_events(cat)
+    client.execute(catalog_sql(uri, warehouse))
+    totals = "SELECT k, sum(amount) AS total, count(*) AS n FROM lake.db.events GROUP BY k"
+    client.execute("CREATE MATERIALIZED VIEW totals PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS " + totals)
+    cat.load_table(("db", "events")).append(batch([("2024-02-03 18:00:00", "a", 100), ("2024-04-01 00:00:00", "c", 7)]))
+    st = client.sql("SELECT stale_partitions, is_fresh FROM sparkmv.materialized_views WHERE name = 'totals'")
+    assert [tuple(r) for r in st.collect()] == [(2, False)]  # two base partitions (days) changed
+    run = refresh(client, "totals")
+    assert run.mode == "INCREMENTAL"
+    assert rows_of(client.table("totals").select("k", "total", "n")) == recomputed(spark, events, totals)
