@@ -64,7 +64,7 @@ def test_properties_are_passed_through(catalog_type: str, extra: dict[str, str],
     props = {"type": "iceberg", "iceberg.catalog.type": catalog_type.upper(), **extra}
     assert external.check_properties("lake", props) == catalog_type
     env = {"LAKE_CRED": "id:s3cret", "LAKE_SECRET": "k3y", "LAKE_URI": "postgresql+psycopg://u:pw@h/db"}
-    expected = {"type": catalog_type}
+    expected = {"type": catalog_type, **({"init_catalog_tables": "false"} if catalog_type == "sql" else {})}
     for key, value in extra.items():
         if not key.startswith(("sparkmv.", "iceberg.catalog.name")):
             expected[key] = env[value[4:]] if value.startswith("env:") else value

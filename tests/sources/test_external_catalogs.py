@@ -5,6 +5,7 @@ partitioned by ``days(ts)``, PCT of one changed day, and bad input."""
 from __future__ import annotations
 
 import re
+import sqlite3
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -152,6 +153,11 @@ def test_bad_input_registers_nothing(make_client: Any, tmp_path: Path) -> None:
         client.execute('CREATE EXTERNAL CATALOG x PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "nessie")')
     with pytest.raises(SparkMvError, match="catalog 'x': unsupported catalog type 'hive'"):
         client.execute('CREATE EXTERNAL CATALOG x PROPERTIES ("type" = "hive")')
+    empty = tmp_path / "not_a_catalog.db"
+    with pytest.raises(SparkMvError, match=r"catalog 'x' is unreachable: .*no such table"):
+        client.execute(catalog_sql(f"sqlite:///{empty}", tmp_path / "w").replace("lake", "x", 1))
+    with sqlite3.connect(empty) as conn:  # nothing was created in it
+        assert conn.execute("SELECT count(*) FROM sqlite_master").fetchone() == (0,)
     with pytest.raises(SparkMvError, match="catalog 'x' is unreachable"):
         client.execute(
             'CREATE EXTERNAL CATALOG x PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "rest", '

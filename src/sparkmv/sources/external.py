@@ -107,7 +107,9 @@ def max_deletes(name: str, props: dict[str, str]) -> int:
 
 def pyiceberg_properties(name: str, props: dict[str, str], environ: dict[str, str] | None = None) -> dict[str, str]:
     """The properties handed to pyiceberg's ``load_catalog``: ``iceberg.catalog.type`` as
-    ``type``, ``env:NAME`` references resolved, ``type`` = ``iceberg`` and ``sparkmv.*`` left out.
+    ``type``, ``env:NAME`` references resolved, ``type`` = ``iceberg``, ``iceberg.catalog.name``
+    and ``sparkmv.*`` left out; a SQL catalog's tables are never created
+    (``init_catalog_tables`` = ``false`` unless given).
 
     Raises:
         SourceError: when a referenced environment variable is not set.
@@ -128,6 +130,9 @@ def pyiceberg_properties(name: str, props: dict[str, str], environ: dict[str, st
                 raise SourceError(f"catalog '{name}': environment variable {var!r} of property '{key}' is not set")
             value = env[var]
         out["type" if low == TYPE_PROPERTY else key] = value.lower() if low == TYPE_PROPERTY else value
+    if out.get("type") == "sql":
+        # Reading a catalog never writes to it: pyiceberg would create its tables in any database.
+        out.setdefault("init_catalog_tables", "false")
     return out
 
 
