@@ -62,6 +62,37 @@ class _AddDeletes(_FastAppendFiles):
         return [writer.to_manifest_file(), *self._existing_manifests()]
 
 
+def commit_deletes(table: Table, deletes: list[DataFile]) -> None:
+    """Commit delete files (position or equality) in one ``delete`` snapshot."""
+    with table.transaction() as tx:
+        producer = _AddDeletes(Operation.DELETE, tx, table.io)
+        producer.deletes = deletes
+        producer.commit()
+
+
+def equality_delete(table: Table, column: str, field_id: int, values: pa.Array, partition: Any) -> None:
+    """Commit one equality delete file deleting the rows whose ``column`` is in ``values``
+    in the partition ``partition`` (a pyiceberg Record) of ``table``."""
+    out = table.location().removeprefix("file://") + f"/data/eq-delete-{uuid.uuid4().hex}.parquet"
+    schema = pa.schema([pa.field(column, values.type, metadata={"PARQUET:field_id": str(field_id)})])
+    pq.write_table(pa.table([values], schema=schema), out)
+    commit_deletes(
+        table,
+        [
+            DataFile.from_args(
+                content=DataFileContent.EQUALITY_DELETES,
+                file_path="file://" + out,
+                file_format=FileFormat.PARQUET,
+                partition=partition,
+                record_count=len(values),
+                file_size_in_bytes=pq.ParquetFile(out).metadata.serialized_size,
+                equality_ids=[field_id],
+                spec_id=table.spec().spec_id,
+            )
+        ],
+    )
+
+
 def delete_rows(table: Table, predicate: Any) -> int:
     """Delete the rows of ``table`` where ``predicate(arrow_table) -> boolean mask`` holds,
     by one position delete file per data file holding such rows. Returns rows deleted."""
@@ -88,8 +119,5 @@ def delete_rows(table: Table, predicate: Any) -> int:
             )
         )
         deleted += len(positions)
-    with table.transaction() as tx:
-        producer = _AddDeletes(Operation.DELETE, tx, table.io)
-        producer.deletes = deletes
-        producer.commit()
+    commit_deletes(table, deletes)
     return deleted

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from sparkmv.analysis.lineage import TIME_SUFFIX, Transform
@@ -127,3 +128,34 @@ def test_external_lineage_maps_three_part_names_and_refuses_finer_expressions() 
     reason = "base table 'lake.db.events' is partitioned by bucket[4](ts): not a transform ..."
     got = external_lineage(monthly, "m", schema, parts, {}, {"lake.db.events": reason})
     assert got.mappings == {} and got.reason is not None and reason in got.reason
+
+
+def test_equality_deletes_are_a_clear_error(tmp_path: Any) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    from sparkmv.errors import RefreshError
+    from sparkmv.sources import external_tables
+    from tests.sources.position_deletes import equality_delete
+    from tests.sources.test_external_catalogs import make_events
+
+    (tmp_path / "wh").mkdir()
+    cat = SqlCatalog("lake", uri=f"sqlite:///{tmp_path}/lake.db", warehouse=(tmp_path / "wh").as_uri())
+    table = make_events(cat)
+    name = ObjectName.parse("lake.db.events")
+    pinned = external_tables.pin(name, table, {})
+    assert pinned.partition_columns == ["ts"] and pinned.partition_transforms == ["day"]
+    assert sorted(pinned.partitions) == [
+        "ts=2024-01-05 00:00:00",
+        "ts=2024-01-20 00:00:00",
+        "ts=2024-02-03 00:00:00",
+        "ts=2024-03-01 00:00:00",
+    ]
+    first = next(iter(table.scan().plan_files())).file.partition
+    equality_delete(table, "k", 2, pa.array(["b"]), first)
+    table = cat.load_table(("db", "events"))
+    message = (
+        f"base table 'lake.db.events' has equality delete files at snapshot {table.current_snapshot().snapshot_id}, "
+        "which sparkmv cannot apply (it applies position deletes only); compact the table (rewrite its data files)"
+    )
+    with pytest.raises(RefreshError, match=re.escape(message)):
+        external_tables.pin(name, table, {})

@@ -79,7 +79,7 @@ def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
     )
     if snap is None:
         return base
-    tasks = list(table.scan(snapshot_id=snap.snapshot_id).plan_files())
+    tasks = plan(name, table, snap.snapshot_id)
     evolved = next((t for t in tasks if t.file.spec_id != table.spec().spec_id), None)
     if evolved is not None and reason is None:
         reason = f"base table '{name.qualified}' has data files of an older partition spec (partition spec evolution)"
@@ -104,6 +104,24 @@ def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
             delete_files=len({d.file_path for t in found for d in t.delete_files}),
         )
     return dataclasses.replace(base, partitions=parts)
+
+
+def plan(name: ObjectName, table: Table, snapshot_id: int | None) -> list[FileScanTask]:
+    """The scan tasks of a snapshot of external table ``name`` (data files with the position
+    deletes applying to each).
+
+    Raises:
+        RefreshError: the snapshot has equality delete files, which pyiceberg cannot apply.
+    """
+    try:
+        return list(table.scan(snapshot_id=snapshot_id).plan_files())
+    except ValueError as exc:
+        if "equality deletes" not in str(exc):
+            raise
+        raise RefreshError(
+            f"base table '{name.qualified}' has equality delete files at snapshot {snapshot_id}, which sparkmv "
+            "cannot apply (it applies position deletes only); compact the table (rewrite its data files)"
+        ) from exc
 
 
 def group_tasks(table: Table, tasks: list[FileScanTask], pinned: PinnedTable) -> dict[str, list[DataFile]]:
@@ -246,7 +264,7 @@ def _read_applying_deletes(pinned: PinnedTable, files: set[str]) -> pa.Table:
     name = ObjectName.parse(pinned.name, allow_reserved=True)
     table = external.load_table(name, pinned.catalog_properties)
     scan = table.scan(snapshot_id=pinned.snapshot_id)
-    tasks = [t for t in scan.plan_files() if t.file.file_path in files]
+    tasks = [t for t in plan(name, table, pinned.snapshot_id) if t.file.file_path in files]
     return ArrowScan(table.metadata, table.io, scan.projection(), AlwaysTrue()).to_table(tasks)
 
 
