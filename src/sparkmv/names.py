@@ -1,4 +1,5 @@
-"""Object names: ``name`` or ``namespace.name``, plain identifiers only.
+"""Object names: ``name``, ``namespace.name``, or ``catalog.namespace.name`` (a table of an
+external Iceberg catalog), plain identifiers only.
 
 Names reach the warehouse as directory names, so anything but ``[A-Za-z_][A-Za-z0-9_]*``
 is refused (no quoting tricks, no path characters).
@@ -46,24 +47,34 @@ def is_identifier(text: str) -> bool:
 
 @dataclass(frozen=True, order=True)
 class ObjectName:
-    """A qualified object name, lower-cased (SQL identifiers are case-insensitive)."""
+    """A qualified object name, lower-cased (SQL identifiers are case-insensitive).
+
+    ``catalog`` is the external catalog of a three-part name (``lake.db.events``); empty
+    for sparkmv's own objects.
+
+    >>> ObjectName.parse("Lake.DB.events").qualified
+    'lake.db.events'
+    """
 
     namespace: str
     name: str
+    catalog: str = ""
 
     @classmethod
     def parse(cls, text: str, *, allow_reserved: bool = False) -> ObjectName:
-        """Parse ``name`` or ``namespace.name``.
+        """Parse ``name``, ``namespace.name`` or ``catalog.namespace.name``.
 
         Raises:
-            InvalidNameError: when a part is not a plain identifier, or the namespace is
-                reserved (``sparkmv`` holds the system tables).
+            InvalidNameError: when a part is not a plain identifier, there are more than
+                three parts, or the namespace is reserved (``sparkmv`` holds the system tables).
         """
         parts = text.strip().split(".")
-        if len(parts) > 2 or not all(is_identifier(p) for p in parts):
+        if len(parts) > 3 or not all(is_identifier(p) for p in parts):
             raise InvalidNameError(f"invalid name {text!r}: use letters, digits and _ (optionally namespace.name)")
         if len(parts) == 1:
             return cls(DEFAULT_NAMESPACE, parts[0].lower())
+        if len(parts) == 3:
+            return cls(parts[1].lower(), parts[2].lower(), parts[0].lower())
         ns = parts[0].lower()
         if ns in RESERVED_NAMESPACES and not allow_reserved:
             raise InvalidNameError(f"invalid name {text!r}: namespace {ns!r} is reserved")
@@ -71,16 +82,23 @@ class ObjectName:
 
     @property
     def qualified(self) -> str:
-        """``namespace.name``."""
+        """``namespace.name`` (``catalog.namespace.name`` for an external catalog's table)."""
+        if self.catalog:
+            return f"{self.catalog}.{self.namespace}.{self.name}"
         return f"{self.namespace}.{self.name}"
 
     @property
     def display(self) -> str:
         """The name as users wrote it when in the default namespace, else qualified."""
-        return self.name if self.namespace == DEFAULT_NAMESPACE else self.qualified
+        return self.name if self.namespace == DEFAULT_NAMESPACE and not self.catalog else self.qualified
 
     def __str__(self) -> str:
         return self.display
+
+    def __repr__(self) -> str:
+        # The catalog only when there is one: a two-part name reads as it always did.
+        extra = f", catalog={self.catalog!r}" if self.catalog else ""
+        return f"ObjectName(namespace={self.namespace!r}, name={self.name!r}{extra})"
 
 
 CHANGELOG_SUFFIX = "__changelog"

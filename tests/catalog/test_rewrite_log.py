@@ -62,7 +62,7 @@ def test_migration_0004_round_trips(catalog_url: str) -> None:
         _to(cat, "0003", downgrade=True)
         assert "smv_rewrite_log" not in inspect(cat.db.engine).get_table_names()
         assert migrate.current_revision(cat.db.engine) == "0003"
-        _to(cat, "head", downgrade=False)
+        _to(cat, "0004", downgrade=False)
         assert migrate.current_revision(cat.db.engine) == "0004"
         assert cat.rewrite_log.list() == []  # the log itself is not kept across a downgrade
         cat.rewrite_log.record([_entry(2)])

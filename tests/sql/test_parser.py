@@ -195,7 +195,8 @@ def test_split_statements() -> None:
         ),
         (
             "SHOW VIEWS",
-            "cannot parse SQL at line 1, column 6: expected MATERIALIZED VIEWS or TABLES after SHOW, found 'VIEWS'",
+            "cannot parse SQL at line 1, column 6: "
+            "expected MATERIALIZED VIEWS, TABLES or CATALOGS after SHOW, found 'VIEWS'",
         ),
         ("SHOW TABLES x", "cannot parse SQL at line 1, column 13: expected end of statement, found 'x'"),
         (

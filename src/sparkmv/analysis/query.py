@@ -79,14 +79,17 @@ def _cte_names(query: exp.Expr) -> set[str]:
 
 
 def table_name(table: exp.Table) -> ObjectName:
-    """The object name of a table reference.
+    """The object name of a table reference (``catalog.namespace.name``: a table of an
+    external catalog).
 
     Raises:
-        AnalysisError: for three-part names or names that are not identifiers.
+        AnalysisError: for names of four or more parts or names that are not identifiers.
     """
-    if table.catalog:
-        raise AnalysisError(f"table name '{table.sql(DIALECT)}' has too many parts; use namespace.name")
-    parts = [p for p in (table.db, table.name) if p]
+    if isinstance(table.this, exp.Dot):
+        raise AnalysisError(
+            f"table name '{table.sql(DIALECT)}' has too many parts; use namespace.name or catalog.namespace.name"
+        )
+    parts = [p for p in (table.catalog, table.db, table.name) if p]
     if not all(is_identifier(p) for p in parts):
         raise AnalysisError(f"invalid table name '{table.sql(DIALECT)}'")
     return ObjectName.parse(".".join(parts), allow_reserved=True)

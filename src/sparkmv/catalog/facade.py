@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 from sparkmv.catalog import migrate
 from sparkmv.catalog.control import ControlStore
 from sparkmv.catalog.database import Database, open_database
+from sparkmv.catalog.external import ExternalCatalogStore
 from sparkmv.catalog.objects import ObjectStore
 from sparkmv.catalog.positions import PositionStore
 from sparkmv.catalog.rewrite_log import RewriteLogStore
@@ -30,7 +31,7 @@ class Catalog:
 
     Attributes:
         url: SQLAlchemy URL.
-        objects, runs, versions, positions, control: the stores, one per metadata table group
+        objects, runs, versions, positions, control, external_catalogs: the stores, one per metadata table group
             (methods inside a caller's session from :meth:`transaction`).
         scheduling: the scheduler's claims and queue (:class:`SchedulingStore`); each
             method owns its transaction.
@@ -43,6 +44,7 @@ class Catalog:
     versions = VersionStore
     positions = PositionStore
     control = ControlStore
+    external_catalogs = ExternalCatalogStore
 
     def __init__(self, database: Database) -> None:
         self.db = database

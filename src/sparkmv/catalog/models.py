@@ -193,3 +193,17 @@ class RewriteLogRow(Base):
     rewrite_class: Mapped[str | None] = mapped_column(String(16), nullable=True)
     analysis_ms: Mapped[float] = mapped_column(Float)
     rejected: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class ExternalCatalogRow(Base):
+    """An external Iceberg catalog (``CREATE EXTERNAL CATALOG``): its name and the
+    properties passed to pyiceberg's ``load_catalog``, as written (secrets only as
+    ``env:NAME`` references, never in clear text)."""
+
+    __tablename__ = "smv_external_catalogs"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    catalog_type: Mapped[str] = mapped_column(String(32))
+    properties: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(DateTime)

@@ -52,7 +52,9 @@ class ObjectStore:
     # -- plain reads and writes ------------------------------------------------------
     @staticmethod
     def find(session: Session, name: ObjectName) -> ObjectRow | None:
-        """The row named ``name``, or None."""
+        """The row named ``name``, or None (always None for an external catalog's table)."""
+        if name.catalog:
+            return None
         return session.scalars(
             select(ObjectRow).where(ObjectRow.namespace == name.namespace, ObjectRow.name == name.name)
         ).one_or_none()

@@ -187,6 +187,14 @@ class Client:
                 return StatementResult(message=f"{name} = {str(value).lower()}")
             case st.CreateExternalTable():
                 return StatementResult(message=_ddl().create_external_table(rt, stmt))
+            case st.CreateExternalCatalog():
+                from sparkmv.services.catalogs import create_external_catalog
+
+                return StatementResult(message=create_external_catalog(rt, stmt))
+            case st.DropCatalog():
+                from sparkmv.services.catalogs import drop_catalog
+
+                return StatementResult(message=drop_catalog(rt, stmt))
             case st.CreateMaterializedView():
                 message = _ddl().create_materialized_view(rt, stmt)
                 if not stmt.deferred and "already exists" not in message:
@@ -420,6 +428,10 @@ class Client:
         self.close()
 
     def _show(self, what: str) -> Rows:
+        if what == "CATALOGS":
+            from sparkmv.services import catalogs
+
+            return Rows(catalogs.SHOW_COLUMNS, catalogs.show_catalogs(self.runtime), catalogs.SHOW_SCHEMA)
         with self.runtime.catalog.read() as s:
             rows = self.runtime.catalog.objects.list(s)
         if what == "MATERIALIZED VIEWS":

@@ -66,13 +66,15 @@ def base_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFr
     """
     with rt.catalog.read() as s:
         row = rt.catalog.objects.find(s, name)
-    if row is None and not rt.iceberg.exists(name):
+        ext = rt.catalog.external_catalogs.find(s, name.catalog) if name.catalog else None
+        props = dict(ext.properties) if ext is not None else None
+    if row is None and not name.catalog and not rt.iceberg.exists(name):
         raise ObjectNotFoundError(f"table or view '{name}' does not exist")
     try:
-        pinned = pin_base(name, row, rt.iceberg)
+        pinned = pin_base(name, row, rt.iceberg, props)
     except SparkMvError as exc:
         raise ObjectNotFoundError(str(exc)) from exc
-    df = read_pinned(rt.spark, pinned)
+    df = read_pinned(rt.spark, pinned, set() if empty else None)  # the schema only: read no file
     if row is not None and row.kind == ObjectKind.REFRESHABLE_TABLE:
         df = df.drop("_vnode")
     if empty:

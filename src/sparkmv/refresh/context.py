@@ -15,6 +15,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.lineage import Lineage, partition_lineage
 from sparkmv.analysis.query import parse_query
+from sparkmv.analysis.transforms import external_lineage
 from sparkmv.catalog import Catalog
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
@@ -67,7 +68,9 @@ def pin_all(catalog: Catalog, store: IcebergStore, tables: list[ObjectName]) -> 
     for name in tables:
         with catalog.transaction() as s:
             row = catalog.objects.find(s, name)
-        out[name.qualified] = pin_base(name, row, store)
+            ext = catalog.external_catalogs.find(s, name.catalog) if name.catalog else None
+            props = dict(ext.properties) if ext is not None else None
+        out[name.qualified] = pin_base(name, row, store, props)
     return out
 
 
@@ -210,7 +213,11 @@ def lineage_of(mv: MvDefinition, pinned: dict[str, PinnedTable]) -> Lineage:
         return Lineage({}, "unpartitioned MV")
     schema = {t: _type_names(p.schema_json) for t, p in pinned.items()}
     parts = {t: p.partition_columns for t, p in pinned.items()}
-    return partition_lineage(mv.query, mv.partition_by, schema, parts)
+    if not any(p.catalog_properties is not None for p in pinned.values()):
+        return partition_lineage(mv.query, mv.partition_by, schema, parts)
+    transforms = {t: p.partition_transforms for t, p in pinned.items()}
+    reasons = {t: p.partition_reason for t, p in pinned.items() if p.partition_reason}
+    return external_lineage(mv.query, mv.partition_by, schema, parts, transforms, reasons)
 
 
 def plan_input(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], request: RefreshRequest) -> PlanInput:

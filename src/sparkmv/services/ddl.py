@@ -41,6 +41,14 @@ log = logging.getLogger("sparkmv.ddl")
 
 
 def _exists(rt: Runtime, name: ObjectName) -> bool:
+    if name.catalog:  # a table of an external catalog
+        from sparkmv.services.catalogs import check_external_table
+
+        try:
+            check_external_table(rt, name)
+        except AnalysisError:
+            return False
+        return True
     # Never call pyiceberg inside a catalog transaction: on SQLite both share one lock.
     with rt.catalog.read() as s:
         known = rt.catalog.objects.find(s, name) is not None
@@ -87,9 +95,13 @@ def _check_dependencies(rt: Runtime, mv: ObjectName, bases: list[ObjectName]) ->
     for base in bases:
         if base == mv:
             raise AnalysisError(f"materialized view '{mv}' cannot read itself")
-        if base.namespace == "sparkmv":
+        if base.namespace == "sparkmv" and not base.catalog:
             raise AnalysisError(f"materialized view '{mv}' cannot read system table '{base.qualified}'")
-        if not _exists(rt, base):
+        if base.catalog:
+            from sparkmv.services.catalogs import check_external_table
+
+            check_external_table(rt, base)
+        elif not _exists(rt, base):
             raise AnalysisError(f"table or view '{base}' does not exist")
     from sparkmv.scheduler.dag import check_no_cycle
 

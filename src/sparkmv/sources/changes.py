@@ -181,8 +181,13 @@ def _iceberg_change(consumed: PinnedTable, current: PinnedTable, table: Table) -
                 consumed,
                 f"file '{os.path.basename(task.file.file_path)}' appended to base table '{name}' has delete files",
             )
-    column = current.partition_columns[0] if current.partition_columns else None
-    groups = group_files(column, IcebergStore.task_files(table, tasks))
+    if current.catalog_properties is not None:  # external: keys of transformed partitions
+        from sparkmv.sources.external_tables import group_tasks
+
+        groups = group_tasks(table, tasks, current)
+    else:
+        column = current.partition_columns[0] if current.partition_columns else None
+        groups = group_files(column, IcebergStore.task_files(table, tasks))
     if not groups:
         return _unchanged(consumed, compactions)
     parts: dict[str, PinnedPartition] = {}

@@ -45,6 +45,8 @@ class PinnedPartition:
         file_stats: Parquet only: per file of ``files``, aligned, ``[size_bytes, mtime_ns]``
             (what the change log of :mod:`sparkmv.sources.changes` compares); None for
             Iceberg and for positions pinned before the listing was kept.
+        delete_files: Iceberg delete files applying to ``files`` (an external table's
+            partition with any is read through pyiceberg, which applies them).
     """
 
     files: list[str]
@@ -53,6 +55,7 @@ class PinnedPartition:
     bytes: int = 0
     rows: int | None = None
     file_stats: list[list[int]] | None = None
+    delete_files: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,14 @@ class PinnedTable:
             read before the table's (so every later run's changelog comes after it).
         row_filter: a Spark SQL condition the rows read must meet (a changelog delta:
             ``run_id > 3 AND run_id <= 5``); None reads every row.
+        partition_transforms: tables of an external Iceberg catalog: per partition
+            column, its Iceberg transform (``identity``, ``year``, ``month``, ``day``,
+            ``hour``); a partition key holds the first value of the source column it covers.
+            Empty: identity.
+        partition_reason: why a partitioned table is no reference table for partition
+            change tracking (``bucket``, ``truncate``, spec evolution); None otherwise.
+        catalog_properties: tables of an external Iceberg catalog: the catalog's
+            properties as registered (secrets only as ``env:NAME``), to load it again.
     """
 
     name: str
@@ -88,6 +99,9 @@ class PinnedTable:
     reload_run_id: int | None = None
     changelog_snapshot_id: int | None = None
     row_filter: str | None = None
+    partition_transforms: list[str] = field(default_factory=list)
+    partition_reason: str | None = None
+    catalog_properties: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (stored in the run's plan)."""

@@ -1,5 +1,6 @@
 """Pin and read any base table by kind: external Parquet, MV, refreshable table (and its
-signed changelog delta), or a plain table of the pyiceberg catalog."""
+signed changelog delta), a plain table of the pyiceberg catalog, or a table of an external
+Iceberg catalog (``catalog.namespace.name``)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
 from sparkmv.errors import SourceError
 from sparkmv.names import ObjectName
-from sparkmv.sources import iceberg, parquet, refreshable
+from sparkmv.sources import external, external_tables, iceberg, parquet, refreshable
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
@@ -17,12 +18,22 @@ if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Sp
     from pyspark.sql import DataFrame, SparkSession
 
 
-def pin_base(name: ObjectName, row: ObjectRow | None, store: IcebergStore) -> PinnedTable:
-    """Pin base table ``name`` now (``row`` is its catalog row, None for a plain Iceberg table).
+def pin_base(
+    name: ObjectName, row: ObjectRow | None, store: IcebergStore, catalog_properties: dict[str, str] | None = None
+) -> PinnedTable:
+    """Pin base table ``name`` now (``row`` is its catalog row, None for a plain Iceberg table;
+    ``catalog_properties`` those of the external catalog of a three-part name, None when
+    that catalog is not registered).
 
     Raises:
-        SourceError: when the table or its data is gone.
+        SourceError: when the table or its data is gone, or its external catalog is
+            unknown or unreachable.
+        RefreshError: an external table's snapshot carries too many delete files.
     """
+    if name.catalog:
+        table = external.load_table(name, catalog_properties)
+        assert catalog_properties is not None
+        return external_tables.pin(name, table, catalog_properties)
     if row is not None and row.kind == ObjectKind.EXTERNAL_TABLE:
         assert row.location is not None and row.schema_json is not None
         return parquet.pin(name.qualified, row.location, row.schema_json, list(row.partition_columns or []))
@@ -39,4 +50,6 @@ def read_pinned(spark: SparkSession, pinned: PinnedTable, partitions: set[str] |
         return parquet.read(spark, pinned, partitions)
     if pinned.kind == "changelog":
         return refreshable.read_changes(spark, pinned)
+    if pinned.catalog_properties is not None:
+        return external_tables.read(spark, pinned, partitions)
     return iceberg.read(spark, pinned, partitions)

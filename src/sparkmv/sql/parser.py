@@ -33,10 +33,12 @@ from sparkmv.sql.statements import (
     AlterMaterializedView,
     CancelRefresh,
     ColumnDef,
+    CreateExternalCatalog,
     CreateExternalTable,
     CreateMaterializedView,
     CreateRefreshableTable,
     Describe,
+    DropCatalog,
     DropObject,
     ExplainQuery,
     ExplainRefresh,
@@ -281,6 +283,11 @@ def parse_statement(sql: str) -> Statement:
         name = c.name()
         c.expect_end()
         return CancelRefresh(name)
+    if c.accept("DROP", "CATALOG"):
+        if_exists = c.accept("IF", "EXISTS")
+        catalog = _catalog_name(c)
+        c.expect_end()
+        return DropCatalog(catalog, if_exists)
     if c.accept("DROP"):
         mv = c.accept("MATERIALIZED", "VIEW")
         if not mv:
@@ -298,7 +305,10 @@ def parse_statement(sql: str) -> Statement:
         if c.accept("TABLES"):
             c.expect_end()
             return Show("TABLES")
-        raise c.error("MATERIALIZED VIEWS or TABLES after SHOW")
+        if c.accept("CATALOGS"):
+            c.expect_end()
+            return Show("CATALOGS")
+        raise c.error("MATERIALIZED VIEWS, TABLES or CATALOGS after SHOW")
     if c.accept("DESCRIBE") or c.accept("DESC"):
         c.accept("TABLE") or c.accept("MATERIALIZED", "VIEW")
         name = c.name(allow_reserved=True)  # DESCRIBE sparkmv.task_runs
@@ -420,7 +430,28 @@ def _alter(c: _Cursor) -> AlterMaterializedView:
     return stmt
 
 
+def _catalog_name(c: _Cursor) -> str:
+    """An external catalog's name: one plain identifier, lower-cased."""
+    start = c.i
+    name = c.ident()
+    dotted = False
+    while c.accept("."):
+        dotted = True
+        c.ident()
+    if dotted or not is_identifier(name):
+        written = c.sql[c.words[start].start : c.words[c.i - 1].end + 1]
+        raise InvalidNameError(f"invalid catalog name {written!r}: use letters, digits and _")
+    return name.lower()
+
+
 def _create(c: _Cursor) -> Statement:
+    if c.accept("EXTERNAL", "CATALOG"):
+        if_not_exists = c.accept("IF", "NOT", "EXISTS")
+        catalog = _catalog_name(c)
+        c.expect("PROPERTIES")
+        properties = _properties(c)
+        c.expect_end()
+        return CreateExternalCatalog(catalog, properties, if_not_exists)
     if c.accept("EXTERNAL", "TABLE"):
         if_not_exists = c.accept("IF", "NOT", "EXISTS")
         name = c.name()
@@ -462,7 +493,7 @@ def _create(c: _Cursor) -> Statement:
         return CreateMaterializedView(name, query, partition_by, refresh, props, if_not_exists, deferred)
     if c.accept("TABLE"):
         return _create_table(c)
-    raise c.error("TABLE, EXTERNAL TABLE or MATERIALIZED VIEW")
+    raise c.error("TABLE, EXTERNAL TABLE, EXTERNAL CATALOG or MATERIALIZED VIEW")
 
 
 def _create_table(c: _Cursor) -> CreateRefreshableTable:

@@ -36,6 +36,23 @@ class CreateExternalTable:
 
 
 @dataclass(frozen=True)
+class CreateExternalCatalog:
+    """``CREATE EXTERNAL CATALOG [IF NOT EXISTS] name PROPERTIES ("type" = "iceberg", ...)``."""
+
+    name: str
+    properties: dict[str, str]
+    if_not_exists: bool = False
+
+
+@dataclass(frozen=True)
+class DropCatalog:
+    """``DROP CATALOG [IF EXISTS] name``."""
+
+    name: str
+    if_exists: bool = False
+
+
+@dataclass(frozen=True)
 class ColumnDef:
     """A column of ``CREATE TABLE``: name, Spark SQL type, NOT NULL."""
 
@@ -126,7 +143,7 @@ class AlterMaterializedView:
 
 @dataclass(frozen=True)
 class Show:
-    """``SHOW MATERIALIZED VIEWS`` or ``SHOW TABLES``."""
+    """``SHOW MATERIALIZED VIEWS``, ``SHOW TABLES`` or ``SHOW CATALOGS``."""
 
     what: str
 
@@ -163,6 +180,8 @@ class Query:
 
 Statement = (
     CreateExternalTable
+    | CreateExternalCatalog
+    | DropCatalog
     | CreateRefreshableTable
     | CreateMaterializedView
     | RefreshMaterializedView

@@ -176,6 +176,10 @@ def _change(rt: Runtime, consumed: PinnedTable, new: PinnedTable) -> BaseChange:
             return BaseChange(new.name, UNCHANGED, None, new, None)
         part = delta.partitions[""]
         return BaseChange(new.name, APPEND, None, consumed, delta, part.bytes, part.rows)
+    if name.catalog:  # a table of an external Iceberg catalog
+        from sparkmv.sources.external import load_table
+
+        return base_change(consumed, new, load_table(name, new.catalog_properties))
     return base_change(consumed, new, rt.iceberg.load(name) if new.kind == "iceberg" else None)
 
 

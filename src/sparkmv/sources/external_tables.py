@@ -1,0 +1,278 @@
+"""Tables of external Iceberg catalogs as base tables: pinned at a snapshot, partitioned by
+Iceberg transforms, and read correctly when the snapshot carries delete files.
+
+Partitions. A table partitioned by one field with an ``identity``, ``year``, ``month``,
+``day`` or ``hour`` transform is pinned per partition under its *source* column: the key of
+a ``days(ts)`` partition is ``ts=2024-01-05 00:00:00`` (the first instant of the day, in the
+one text form of the column's kind), so the lineage maps it onto the MV partition
+expression as it maps an identity partition value. The transform is kept in
+:attr:`PinnedTable.partition_transforms`; the lineage then only accepts an MV partition
+expression at least as coarse (a ``days`` partition feeds one ``date_trunc('month', ts)``
+partition, never one ``hour``). ``bucket`` / ``truncate`` / several partition fields, or
+data files written under an older partition spec, pin the table as one partition with
+:attr:`PinnedTable.partition_reason` saying why it is not a reference table. The version of
+a partition is the snapshot that last updated it (Iceberg partition metadata, counting
+delete files too).
+
+Delete files. The data files of a partition without delete files are read by Spark as
+Parquet; a partition whose files carry position or equality deletes is read through
+pyiceberg (which applies them) into Spark via Arrow. More delete files than the catalog's
+``sparkmv.max-delete-files`` (default 100) fail such a read with the table and the count
+named.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import UTC, date, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pyiceberg.table import FileScanTask, Table
+from pyiceberg.transforms import (
+    DayTransform,
+    HourTransform,
+    IdentityTransform,
+    MonthTransform,
+    Transform,
+    YearTransform,
+)
+
+from sparkmv.errors import RefreshError
+from sparkmv.names import ObjectName
+from sparkmv.sources import external
+from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
+from sparkmv.storage import partition_values
+from sparkmv.storage.iceberg import DataFile
+
+if TYPE_CHECKING:  # pyspark only where a DataFrame is made
+    from pyspark.sql import DataFrame, SparkSession
+
+_TIME_TRANSFORMS: dict[type[Transform[Any, Any]], str] = {
+    IdentityTransform: "identity",
+    YearTransform: "year",
+    MonthTransform: "month",
+    DayTransform: "day",
+    HourTransform: "hour",
+}
+_EPOCH = datetime(1970, 1, 1)
+
+
+def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
+    """Pin the current snapshot of external table ``name`` (no Spark): files, versions and
+    delete files per partition."""
+    from sparkmv.storage.schema import arrow_to_spark, schema_to_json
+
+    schema_json = schema_to_json(arrow_to_spark(table.schema().as_arrow()))
+    column, transform, reason = _partitioning(name, table)
+    snap = table.current_snapshot()
+    base = PinnedTable(
+        name.qualified,
+        "iceberg",
+        schema_json,
+        [column] if column and reason is None else [],
+        {},
+        snapshot_id=snap.snapshot_id if snap else None,
+        partition_transforms=[transform] if column and reason is None else [],
+        partition_reason=reason,
+        catalog_properties=dict(props),
+    )
+    if snap is None:
+        return base
+    tasks = plan(name, table, snap.snapshot_id)
+    evolved = next((t for t in tasks if t.file.spec_id != table.spec().spec_id), None)
+    if evolved is not None and reason is None:
+        reason = f"base table '{name.qualified}' has data files of an older partition spec (partition spec evolution)"
+        base = dataclasses.replace(base, partition_columns=[], partition_transforms=[], partition_reason=reason)
+    source_type = _source_type(table, column)
+    keyed = column is not None and reason is None
+    groups: dict[str, list[FileScanTask]] = {}
+    for task in tasks:
+        key = partition_path(column, _text(transform, task.file.partition[0], source_type)) if keyed and column else ""
+        groups.setdefault(key, []).append(task)
+    versions = _versions(table, snap.snapshot_id, column if keyed else None, transform, source_type)
+    parts: dict[str, PinnedPartition] = {}
+    for key in sorted(set(groups) | set(versions)):
+        found = groups.get(key, [])
+        version, changed = versions.get(key, (str(snap.snapshot_id), snap.timestamp_ms / 1000))
+        parts[key] = PinnedPartition(
+            files=sorted(t.file.file_path for t in found),
+            version=version,
+            changed_at=changed,
+            bytes=sum(t.file.file_size_in_bytes for t in found),
+            rows=sum(t.file.record_count for t in found),
+            delete_files=len({d.file_path for t in found for d in t.delete_files}),
+        )
+    return dataclasses.replace(base, partitions=parts)
+
+
+def plan(name: ObjectName, table: Table, snapshot_id: int | None) -> list[FileScanTask]:
+    """The scan tasks of a snapshot of external table ``name`` (data files with the position
+    deletes applying to each).
+
+    Raises:
+        RefreshError: the snapshot has equality delete files, which pyiceberg cannot apply.
+    """
+    try:
+        return list(table.scan(snapshot_id=snapshot_id).plan_files())
+    except ValueError as exc:
+        if "equality deletes" not in str(exc):
+            raise
+        raise RefreshError(
+            f"base table '{name.qualified}' has equality delete files at snapshot {snapshot_id}, which sparkmv "
+            "cannot apply (it applies position deletes only); compact the table (rewrite its data files)"
+        ) from exc
+
+
+def group_tasks(table: Table, tasks: list[FileScanTask], pinned: PinnedTable) -> dict[str, list[DataFile]]:
+    """The data files of planned scan ``tasks`` by the partition key of ``pinned`` (the
+    source column's first value of each transformed partition; ``""`` when ``pinned`` has
+    no partition column)."""
+    column = pinned.partition_columns[0] if pinned.partition_columns else None
+    transform = pinned.partition_transforms[0] if pinned.partition_transforms else "identity"
+    source_type = _source_type(table, column)
+    out: dict[str, list[DataFile]] = {}
+    for task in tasks:
+        value = _text(transform, task.file.partition[0], source_type) if column else None
+        key = partition_path(column, value) if column else UNPARTITIONED
+        out.setdefault(key, []).append(
+            DataFile(task.file.file_path, value, task.file.record_count, task.file.file_size_in_bytes)
+        )
+    return out
+
+
+def _partitioning(name: ObjectName, table: Table) -> tuple[str | None, str, str | None]:
+    """(source column, transform name, reason it is no reference table) of the current spec."""
+    spec = table.spec()
+    if not spec.fields:
+        return None, "identity", None
+    fields = ", ".join(f"{f.transform}({table.schema().find_column_name(f.source_id)})" for f in spec.fields)
+    if len(spec.fields) > 1:
+        return None, "identity", f"base table '{name.qualified}' is partitioned by several fields ({fields})"
+    field = spec.fields[0]
+    transform = _TIME_TRANSFORMS.get(type(field.transform))
+    column = table.schema().find_column_name(field.source_id)
+    if transform == "day" and partition_values.kind_of_iceberg_type(_source_type(table, column)) == "date":
+        transform = "identity"  # days(d) of a DATE column holds one value per partition
+    if transform is None:
+        return (
+            None,
+            "identity",
+            (
+                f"base table '{name.qualified}' is partitioned by {fields}: not a transform partition change "
+                "tracking can map (identity, year, month, day, hour)"
+            ),
+        )
+    return column, transform, None
+
+
+def _source_type(table: Table, column: str | None) -> Any:
+    """The pyiceberg type of the partition source column (None when unpartitioned)."""
+    return table.schema().find_field(column).field_type if column else None
+
+
+def _text(transform: str, value: Any, source_type: Any) -> str | None:
+    """The text of one partition value (physical, or as partition metadata gives it) as
+    the first value of the source column it covers.
+
+    >>> from pyiceberg.types import DateType, TimestampType
+    >>> _text("day", 19727, TimestampType()), _text("month", 650, DateType()), _text("hour", 473448, TimestampType())
+    ('2024-01-05 00:00:00', '2024-03-01', '2024-01-05 00:00:00')
+    >>> _text("year", 54, TimestampType()), _text("day", date(2024, 1, 5), DateType())
+    ('2024-01-01 00:00:00', '2024-01-05')
+    >>> _text("identity", 19727, DateType())
+    '2024-01-05'
+    """
+    if value is None:
+        return None
+    if transform == "identity":
+        return partition_values.to_text(partition_values.from_iceberg_physical(value, source_type))
+    if isinstance(value, date):
+        start = datetime(value.year, value.month, value.day)
+    elif transform == "year":
+        start = datetime(1970 + int(value), 1, 1)
+    elif transform == "month":
+        start = datetime(1970 + int(value) // 12, int(value) % 12 + 1, 1)
+    elif transform == "day":
+        start = _EPOCH + timedelta(days=int(value))
+    else:
+        start = _EPOCH + timedelta(hours=int(value))
+    is_date = partition_values.kind_of_iceberg_type(source_type) == "date"
+    return partition_values.to_text(start.date() if is_date else start)
+
+
+def _versions(
+    table: Table, snapshot_id: int, column: str | None, transform: str, source_type: Any
+) -> dict[str, tuple[str, float | None]]:
+    """Partition key -> (last updated snapshot id, its epoch seconds) from partition metadata;
+    without ``column`` (no reference table) one key ``""``, versioned by the snapshot."""
+    if column is None:
+        snap = table.snapshot_by_id(snapshot_id)
+        return {UNPARTITIONED: (str(snapshot_id), snap.timestamp_ms / 1000 if snap else None)}
+    out: dict[str, tuple[str, float | None]] = {}
+    for r in table.inspect.partitions(snapshot_id=snapshot_id).to_pylist():
+        part = r.get("partition") or {}
+        raw = next(iter(part.values())) if part else None
+        updated = r.get("last_updated_at")  # naive UTC
+        key = partition_path(column, _text(transform, raw, source_type))
+        at = updated.replace(tzinfo=UTC).timestamp() if updated else None
+        out[key] = (str(r.get("last_updated_snapshot_id") or snapshot_id), at)
+    return out
+
+
+def _check_deletes(pinned: PinnedTable) -> None:
+    """Refuse to apply more delete files than the catalog's ``sparkmv.max-delete-files``."""
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    props = pinned.catalog_properties or {}
+    count = sum(p.delete_files for p in pinned.partitions.values())
+    limit = external.max_deletes(name.catalog, props)
+    if count > limit:
+        raise RefreshError(
+            f"base table '{name.qualified}' has {count} delete files at snapshot {pinned.snapshot_id}, more than "
+            f"{external.MAX_DELETE_FILES_PROPERTY} = {limit} of catalog '{name.catalog}'; compact the table "
+            "(rewrite its data files) or raise the limit"
+        )
+
+
+def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
+    """A DataFrame over the pinned snapshot of an external table (of ``partitions`` only,
+    when given): the files of partitions without delete files read by Spark as Parquet,
+    the others through pyiceberg with their deletes applied, in one union.
+
+    Raises:
+        RefreshError: partitions with delete files are read and the snapshot carries more
+            than the catalog's ``sparkmv.max-delete-files``.
+    """
+    from sparkmv.sources import iceberg
+
+    chosen = {k: p for k, p in pinned.partitions.items() if partitions is None or k in partitions}
+    with_deletes = {k for k, p in chosen.items() if p.delete_files}
+    plain = iceberg.read(spark, pinned, set(chosen) - with_deletes)
+    if not with_deletes:
+        return plain
+    _check_deletes(pinned)
+    files = {f for k in with_deletes for f in chosen[k].files}
+    arrow = _read_applying_deletes(pinned, files)
+    return plain.unionByName(_arrow_frame(spark, arrow, plain))
+
+
+def _read_applying_deletes(pinned: PinnedTable, files: set[str]) -> pa.Table:
+    """The rows of data ``files`` of the pinned snapshot with their delete files applied."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    table = external.load_table(name, pinned.catalog_properties)
+    scan = table.scan(snapshot_id=pinned.snapshot_id)
+    tasks = [t for t in plan(name, table, pinned.snapshot_id) if t.file.file_path in files]
+    return ArrowScan(table.metadata, table.io, scan.projection(), AlwaysTrue()).to_table(tasks)
+
+
+def _arrow_frame(spark: SparkSession, arrow: pa.Table, like: DataFrame) -> DataFrame:
+    """``arrow`` as a Spark DataFrame with the columns and types of ``like``."""
+    from pyspark.sql import functions as F
+
+    if arrow.num_rows == 0:
+        return spark.createDataFrame([], like.schema)
+    df = spark.createDataFrame(arrow)
+    return df.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in like.schema.fields])
