@@ -6,20 +6,13 @@ from __future__ import annotations
 
 import json
 
-from alembic import command
 from sqlalchemy import text
 
 from sparkmv.catalog import Catalog, ObjectKind, Trigger, migrate
 from sparkmv.names import ObjectName
+from tests.catalog.migration_steps import migrate_to
 
 COUNTS = {"I": 1, "U": 2, "D": 3, "changed": True, "rows": 4}
-
-
-def _to(cat: Catalog, revision: str, downgrade: bool) -> None:
-    cfg = migrate._config()
-    with cat.db.engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        (command.downgrade if downgrade else command.upgrade)(cfg, revision)
 
 
 def test_outcome_round_trips_through_downgrade_and_upgrade(catalog_url: str) -> None:
@@ -35,13 +28,13 @@ def test_outcome_round_trips_through_downgrade_and_upgrade(catalog_url: str) -> 
             cat.runs.complete_chunk(
                 s, run_id, 1, files=[], processed_rows=0, bytes_written=0, duration_seconds=0.0, position="12"
             )
-        _to(cat, "0001", downgrade=True)  # the layout of 0001: counts packed into position
+        migrate_to(cat, "0001", downgrade=True)  # the layout of 0001: counts packed into position
         with cat.db.engine.connect() as conn:
             positions = conn.execute(
                 text("SELECT chunk_id, position FROM smv_refresh_progress ORDER BY chunk_id")
             ).all()
         assert [(c, json.loads(p)) for c, p in positions] == [(0, COUNTS), (1, 12)]
-        _to(cat, "head", downgrade=False)
+        migrate_to(cat, "head", downgrade=False)
         with cat.read() as s:
             progress = cat.runs.chunks(s, run_id)
         assert [(p.outcome, p.position) for p in progress] == [(COUNTS, None), (None, "12")]

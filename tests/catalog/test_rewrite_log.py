@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import datetime as dt
 
-from alembic import command
 from sqlalchemy import inspect
 
 from sparkmv.catalog import Catalog, ObjectKind, migrate
 from sparkmv.catalog.rewrite_log import QUERY_CHARS, RewriteLogEntry, RewriteLogStore
 from sparkmv.names import ObjectName
+from tests.catalog.migration_steps import migrate_to
 
 T0 = dt.datetime(2026, 11, 23, 12, 0, 0)
 
@@ -20,13 +20,6 @@ def _entry(i: int, mv: str | None = "q1", query: str = "SELECT 1") -> RewriteLog
     return RewriteLogEntry(
         T0 + dt.timedelta(seconds=i), f"{i:016x}", query, mv, "rollup" if mv else None, 1.5 * i, None
     )
-
-
-def _to(cat: Catalog, revision: str, downgrade: bool) -> None:
-    cfg = migrate._config()
-    with cat.db.engine.begin() as conn:
-        cfg.attributes["connection"] = conn
-        (command.downgrade if downgrade else command.upgrade)(cfg, revision)
 
 
 def test_record_and_list_newest_first_and_bounded(catalog_url: str) -> None:
@@ -59,10 +52,10 @@ def test_migration_0004_round_trips(catalog_url: str) -> None:
         with cat.transaction() as s:
             cat.objects.insert(s, ObjectName("default", "t"), ObjectKind.EXTERNAL_TABLE)
         cat.rewrite_log.record([_entry(1)])
-        _to(cat, "0003", downgrade=True)
+        migrate_to(cat, "0003", downgrade=True)
         assert "smv_rewrite_log" not in inspect(cat.db.engine).get_table_names()
         assert migrate.current_revision(cat.db.engine) == "0003"
-        _to(cat, "0004", downgrade=False)
+        migrate_to(cat, "0004", downgrade=False)
         assert migrate.current_revision(cat.db.engine) == "0004"
         assert cat.rewrite_log.list() == []  # the log itself is not kept across a downgrade
         cat.rewrite_log.record([_entry(2)])

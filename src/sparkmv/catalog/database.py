@@ -18,14 +18,29 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
-from sparkmv.errors import CatalogError
+from sparkmv.errors import CatalogError, ObjectExistsError
 
 SQLITE_BUSY_TIMEOUT_SECONDS = 60
 READ_ONLY_OPTION = "sparkmv_read_only"
 SQLITE_HEADER = b"SQLite format 3\x00"
+
+
+def add_unique(session: Session, row: object, exists_message: str) -> None:
+    """Add ``row`` and flush it, so a unique-key clash surfaces here, not at commit.
+
+    Raises:
+        ObjectExistsError: ``exists_message``, when a row with the same unique key exists
+            (the database's IntegrityError mapped to the domain error, as pyiceberg's SQL
+            catalog maps it).
+    """
+    session.add(row)
+    try:
+        session.flush()
+    except IntegrityError as exc:
+        raise ObjectExistsError(exists_message) from exc
 
 
 def make_engine(url: str) -> Engine:

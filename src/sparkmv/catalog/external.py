@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from sqlalchemy import delete, select
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog.database import add_unique
 from sparkmv.catalog.models import ExternalCatalogRow
-from sparkmv.errors import ObjectExistsError
 
 
 class ExternalCatalogStore:
@@ -22,11 +21,7 @@ class ExternalCatalogStore:
             ObjectExistsError: when a catalog of that name exists.
         """
         row = ExternalCatalogRow(name=name, catalog_type=catalog_type, properties=properties, created_at=utcnow())
-        session.add(row)
-        try:
-            session.flush()
-        except IntegrityError as exc:
-            raise ObjectExistsError(f"catalog '{name}' already exists") from exc
+        add_unique(session, row, f"catalog '{name}' already exists")
         return row
 
     @staticmethod

@@ -13,13 +13,13 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog.database import add_unique
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind, RefreshState
-from sparkmv.errors import BusyError, LeaseLostError, ObjectExistsError, ObjectNotFoundError
+from sparkmv.errors import BusyError, LeaseLostError, ObjectNotFoundError
 from sparkmv.names import ObjectName
 
 KIND_LABEL = {
@@ -110,11 +110,7 @@ class ObjectStore:
             updated_at=now,
             **fields,
         )
-        session.add(row)
-        try:
-            session.flush()
-        except IntegrityError as exc:
-            raise ObjectExistsError(f"'{name}' already exists") from exc
+        add_unique(session, row, f"'{name}' already exists")
         return row
 
     @staticmethod
