@@ -46,7 +46,7 @@ def check_location(location: str) -> Path:
         raise SourceError(f"LOCATION '{location}' does not exist")
     if not root.is_dir():
         raise SourceError(f"LOCATION '{location}' is a file, not a directory of Parquet files")
-    files = _sample_data_files(root)
+    files = sample_data_files(root)
     if not files:
         raise SourceError(f"LOCATION '{location}' holds no data files")
     if not any(_is_parquet(f) for f in files):
@@ -58,7 +58,8 @@ def check_location(location: str) -> Path:
     return root
 
 
-def _sample_data_files(root: Path) -> list[Path]:
+def sample_data_files(root: Path) -> list[Path]:
+    """At most 64 data files under ``root`` (hidden and ``_`` names skipped), in walk order."""
     out: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if _is_data_file(d))
@@ -88,19 +89,22 @@ def discover(spark: SparkSession, location: str) -> tuple[str, list[str]]:
     from sparkmv.storage.schema import schema_to_json
 
     root = check_location(location)
-    partition_columns = _partition_columns(root)
+    partition_columns = partition_columns_of(root)
     try:
         schema = spark.read.parquet(str(root)).schema
     except Exception as exc:
-        raise SourceError(f"cannot read Parquet at '{location}': {_first_line(exc)}") from exc
+        raise SourceError(f"cannot read Parquet at '{location}': {first_line(exc)}") from exc
     return schema_to_json(schema), partition_columns
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text (its type name when it has none)."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _partition_columns(root: Path) -> list[str]:
+def partition_columns_of(root: Path) -> list[str]:
+    """Hive partition columns under ``root``, outermost first (from the first ``col=value``
+    directory at each level)."""
     columns: list[str] = []
     current = root
     while True:

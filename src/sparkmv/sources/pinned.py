@@ -15,6 +15,8 @@ from urllib.parse import unquote
 from sparkmv.storage.partition_values import PartitionText, PartitionValueError, canonical, kind_of_spark_type
 
 UNPARTITIONED = ""
+LISTED_FORMATS = ("parquet", "csv", "json", "orc")
+"""Kinds of external tables that are directories of files, changes detected by listing."""
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 """The directory name of the NULL partition in a Hive-style path (Spark's and Hive's)."""
 
@@ -61,7 +63,8 @@ class PinnedTable:
 
     Attributes:
         name: qualified base table name.
-        kind: ``parquet``, ``iceberg`` (Iceberg tables and MVs), ``refreshable`` (a
+        kind: ``parquet``, ``csv``, ``json``, ``orc`` (listed directories), ``delta`` (a
+            Delta Lake table, ``snapshot_id`` its version), ``iceberg`` (Iceberg tables and MVs), ``refreshable`` (a
             refreshable table: Iceberg, with its reload run and changelog position) or
             ``changelog`` (the changelog rows of a refreshable table's delta, signed).
         schema_json: Spark schema JSON used to read the files.
@@ -76,6 +79,8 @@ class PinnedTable:
             read before the table's (so every later run's changelog comes after it).
         row_filter: a Spark SQL condition the rows read must meet (a changelog delta:
             ``run_id > 3 AND run_id <= 5``); None reads every row.
+        read_options: Spark reader options of an external CSV/JSON/ORC table
+            (``{"header": "true"}``); None otherwise.
     """
 
     name: str
@@ -88,6 +93,7 @@ class PinnedTable:
     reload_run_id: int | None = None
     changelog_snapshot_id: int | None = None
     row_filter: str | None = None
+    read_options: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (stored in the run's plan)."""

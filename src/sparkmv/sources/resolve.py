@@ -1,4 +1,4 @@
-"""Pin and read any base table by kind: external Parquet, MV, refreshable table (and its
+"""Pin and read any base table by kind: external Parquet, CSV, JSON, ORC or Delta, MV, refreshable table (and its
 signed changelog delta), or a plain table of the pyiceberg catalog."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
 from sparkmv.errors import SourceError
 from sparkmv.names import ObjectName
-from sparkmv.sources import iceberg, parquet, refreshable
+from sparkmv.sources import delta, files, iceberg, parquet, refreshable
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
@@ -25,6 +25,13 @@ def pin_base(name: ObjectName, row: ObjectRow | None, store: IcebergStore) -> Pi
     """
     if row is not None and row.kind == ObjectKind.EXTERNAL_TABLE:
         assert row.location is not None and row.schema_json is not None
+        fmt = row.format or "parquet"
+        if fmt in files.FORMATS:
+            options = dict((row.options or {}).get("read_options", {}))
+            columns = list(row.partition_columns or [])
+            return files.pin(name.qualified, fmt, row.location, row.schema_json, columns, options)
+        if fmt == "delta":
+            return delta.pin(name.qualified, row.location)
         return parquet.pin(name.qualified, row.location, row.schema_json, list(row.partition_columns or []))
     if not store.exists(name):
         raise SourceError(f"base table '{name}' does not exist")
@@ -37,6 +44,10 @@ def read_pinned(spark: SparkSession, pinned: PinnedTable, partitions: set[str] |
     """A DataFrame over the pinned files of a base table (of ``partitions`` only, when given)."""
     if pinned.kind == "parquet":
         return parquet.read(spark, pinned, partitions)
+    if pinned.kind in files.FORMATS:
+        return files.read(spark, pinned, partitions)
+    if pinned.kind == "delta":
+        return delta.read(spark, pinned, partitions)
     if pinned.kind == "changelog":
         return refreshable.read_changes(spark, pinned)
     return iceberg.read(spark, pinned, partitions)

@@ -426,10 +426,14 @@ def _create(c: _Cursor) -> Statement:
         name = c.name()
         c.expect("USING")
         fmt = c.ident().lower()
+        # Spark's reader options, before or after LOCATION (as Spark's CREATE TABLE allows)
+        options = _properties(c) if c.accept("OPTIONS") else {}
         c.expect("LOCATION")
         location = c.string()
+        if not options and c.accept("OPTIONS"):
+            options = _properties(c)
         c.expect_end()
-        return CreateExternalTable(name, location, fmt, if_not_exists)
+        return CreateExternalTable(name, location, fmt, if_not_exists, options)
     if c.accept("MATERIALIZED", "VIEW"):
         if_not_exists = c.accept("IF", "NOT", "EXISTS")
         name = c.name()
