@@ -338,7 +338,7 @@ CASES: list[tuple[str, str, type[SparkMvError], str]] = [
         "not_a_delta_table",
         "CREATE EXTERNAL TABLE t2 USING delta LOCATION '{data}/sales'",
         SourceError,
-        r"^cannot create external table 't2': LOCATION '.*/data/sales' is not a Delta table \(no _delta_log\)$",
+        r"^table 't2': LOCATION '.*/data/sales' is not a Delta table \(no _delta_log\)$",
     ),
     (
         "orc_over_parquet",

@@ -85,11 +85,15 @@ def test_external_table_outside_append_refreshes_one_partition(
         ("d", "date", True),
     ]
     client.sql(f"CREATE MATERIALIZED VIEW mv PARTITION BY d AS {QUERY}")
-    assert _mv_rows(client) == _expected(root, fmt) == [
-        ("2024-01-01", "a", 1, 1),
-        ("2024-01-01", "b", 2, 1),
-        ("2024-01-02", "a", 10, 1),
-    ]
+    assert (
+        _mv_rows(client)
+        == _expected(root, fmt)
+        == [
+            ("2024-01-01", "a", 1, 1),
+            ("2024-01-01", "b", 2, 1),
+            ("2024-01-02", "a", 10, 1),
+        ]
+    )
 
     _write(root, fmt, "2024-01-02", [("a", 5), ("c", 7)], "f1")  # an outside append
     run = client.refresh("mv")

@@ -44,6 +44,18 @@ def n(name: str, ns: str = "default") -> ObjectName:
             "CREATE EXTERNAL TABLE li USING csv LOCATION '/d'",
             CreateExternalTable(n("li"), "/d", "csv", False),
         ),
+        (
+            "CREATE EXTERNAL TABLE li USING csv OPTIONS (header = 'true', 'delimiter' = ';') LOCATION '/d'",
+            CreateExternalTable(n("li"), "/d", "csv", False, {"header": "true", "delimiter": ";"}),
+        ),
+        (
+            "CREATE EXTERNAL TABLE li USING json LOCATION '/d' OPTIONS ('multiLine' = 'true')",
+            CreateExternalTable(n("li"), "/d", "json", False, {"multiLine": "true"}),
+        ),
+        (
+            "CREATE EXTERNAL TABLE li USING delta LOCATION '/lake/li'",
+            CreateExternalTable(n("li"), "/lake/li", "delta", False),
+        ),
     ],
 )
 def test_create_external_table(sql: str, expected: CreateExternalTable) -> None:

@@ -206,7 +206,8 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
     base = _root(pinned.location or "")
     if all(_in_hive_dir(base, key, f) for key, p in chosen.items() for f in p.files):
         files = [f for p in chosen.values() for f in p.files]
-        return spark.read.schema(schema).option("basePath", base).parquet(*files)
+        df = spark.read.schema(schema).option("basePath", base).parquet(*files)
+        return df.select(*[F.col(f"`{f.name}`") for f in schema.fields])  # partition columns last: Delta's order
     lowered = {c.lower() for c in pinned.partition_columns}
     data = StructType([f for f in schema.fields if f.name.lower() not in lowered])
     frames = []
