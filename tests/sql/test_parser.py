@@ -137,6 +137,8 @@ def test_create_mv_query_keeps_strings_and_semicolons() -> None:
         ("DESC TABLE db.li", Describe(n("li", "db"))),
         ("DESCRIBE MATERIALIZED VIEW mv", Describe(n("mv"))),
         ("DESCRIBE sparkmv.task_runs", Describe(n("task_runs", "sparkmv"))),
+        ("DESCRIBE EXTENDED li", Describe(n("li"), extended=True)),
+        ("DESC TABLE EXTENDED li", Describe(n("li"), extended=True)),
         ("EXPLAIN REFRESH MATERIALIZED VIEW mv FORCE", ExplainRefresh(RefreshMaterializedView(n("mv"), force=True))),
         ("SELECT * FROM li WHERE a = ';'", Query("SELECT * FROM li WHERE a = ';'")),
         ("  WITH x AS (SELECT 1 AS a) SELECT * FROM x ;", Query("WITH x AS (SELECT 1 AS a) SELECT * FROM x")),

@@ -301,9 +301,10 @@ def parse_statement(sql: str) -> Statement:
         raise c.error("MATERIALIZED VIEWS or TABLES after SHOW")
     if c.accept("DESCRIBE") or c.accept("DESC"):
         c.accept("TABLE") or c.accept("MATERIALIZED", "VIEW")
+        extended = c.accept("EXTENDED")  # Spark's DESCRIBE [TABLE] EXTENDED name
         name = c.name(allow_reserved=True)  # DESCRIBE sparkmv.task_runs
         c.expect_end()
-        return Describe(name)
+        return Describe(name, extended)
     parse_query(text)  # raises ParseError with position, or for non-queries
     return Query(text.strip())
 

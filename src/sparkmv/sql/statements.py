@@ -135,9 +135,11 @@ class Show:
 
 @dataclass(frozen=True)
 class Describe:
-    """``DESCRIBE name``."""
+    """``DESCRIBE [EXTENDED] name`` (EXTENDED: also the kind, format, location and partition
+    columns)."""
 
     name: ObjectName
+    extended: bool = False
 
 
 @dataclass(frozen=True)
