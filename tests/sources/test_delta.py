@@ -226,3 +226,37 @@ def test_a_feature_enabled_later_fails_the_refresh_and_the_mv_turns_inactive(
     run = client.refresh("mv")
     assert run.state == "FAILED", run
     assert run.error == "MV 'mv' is inactive: table 'default.t': Delta reader feature 'variantType' not supported"
+
+
+def test_files_outside_hive_directories_get_partition_values_as_literals(spark: Any, tmp_path: Path) -> None:
+    """A writer may place files anywhere (column mapping, random prefixes): partition values
+    then come from the add actions, not from the path."""
+    import pyarrow.parquet as pq
+
+    from sparkmv.sources import delta
+    from sparkmv.sources.pinned import PinnedPartition, PinnedTable
+
+    pq.write_table(pa.table({"k": ["a", "b"], "v": [1, 2]}), tmp_path / "x1.parquet")
+    (tmp_path / "ab").mkdir()
+    pq.write_table(pa.table({"k": ["c"], "v": [3]}), tmp_path / "ab" / "x2.parquet")
+    schema = (
+        '{"type": "struct", "fields": [{"name": "d", "type": "date", "nullable": true, "metadata": {}}, '
+        '{"name": "k", "type": "string", "nullable": true, "metadata": {}}, '
+        '{"name": "v", "type": "long", "nullable": true, "metadata": {}}]}'
+    )
+    pinned = PinnedTable(
+        "default.t",
+        "delta",
+        schema,
+        ["d"],
+        {
+            "d=2024-01-01": PinnedPartition([str(tmp_path / "x1.parquet")], "h1"),
+            "d=__HIVE_DEFAULT_PARTITION__": PinnedPartition([str(tmp_path / "ab" / "x2.parquet")], "h2"),
+        },
+        location=str(tmp_path),
+        snapshot_id=0,
+    )
+    df = delta.read(spark, pinned)
+    assert df.columns == ["d", "k", "v"]
+    assert rows_of(df) == [(D1, "a", 1), (D1, "b", 2), (None, "c", 3)]
+    assert rows_of(delta.read(spark, pinned, {"d=2024-01-01"})) == [(D1, "a", 1), (D1, "b", 2)]
