@@ -128,3 +128,17 @@ def test_orc_location_without_orc_files_is_refused(make_client: Callable[..., An
         client.sql(f"CREATE EXTERNAL TABLE t USING orc LOCATION '{root}'")
     with client.runtime.catalog.read() as s:
         assert client.runtime.catalog.objects.list(s) == []
+
+
+def test_an_outside_append_to_a_json_table_is_applied_incrementally(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "data"
+    _write(root, "json", "2024-01-01", [("a", 1), ("b", 2)], "f0")
+    client = make_client()
+    client.sql(f"CREATE EXTERNAL TABLE t USING json LOCATION '{root}'")
+    client.sql(f"CREATE MATERIALIZED VIEW mv PARTITION BY d PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {QUERY}")
+    _write(root, "json", "2024-01-01", [("a", 5)], "f1")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert _mv_rows(client) == _expected(root, "json") == [("2024-01-01", "a", 6, 2), ("2024-01-01", "b", 2, 1)]
