@@ -323,9 +323,28 @@ CASES: list[tuple[str, str, type[SparkMvError], str]] = [
     ),
     (
         "bad_format",
-        "CREATE EXTERNAL TABLE t2 USING csv LOCATION '{data}/sales'",
+        "CREATE EXTERNAL TABLE t2 USING avro LOCATION '{data}/sales'",
         SparkMvError,
-        r"^unsupported format 'csv': only USING parquet$",
+        r"^cannot create external table 't2': unknown format 'avro' \(USING parquet \| csv \| json \| orc \| delta\)$",
+    ),
+    (
+        "options_on_parquet",
+        "CREATE EXTERNAL TABLE t2 USING parquet OPTIONS ('mergeSchema' = 'true') LOCATION '{data}/sales'",
+        SparkMvError,
+        r"^cannot create external table 't2': OPTIONS are Spark reader options of USING csv, json or orc, "
+        r"not of parquet$",
+    ),
+    (
+        "not_a_delta_table",
+        "CREATE EXTERNAL TABLE t2 USING delta LOCATION '{data}/sales'",
+        SourceError,
+        r"^table 't2': LOCATION '.*/data/sales' is not a Delta table \(no _delta_log\)$",
+    ),
+    (
+        "orc_over_parquet",
+        "CREATE EXTERNAL TABLE t2 USING orc LOCATION '{data}/sales'",
+        SourceError,
+        r"^LOCATION '.*/data/sales' holds no ORC files$",
     ),
 ]
 

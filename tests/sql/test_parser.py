@@ -44,6 +44,18 @@ def n(name: str, ns: str = "default") -> ObjectName:
             "CREATE EXTERNAL TABLE li USING csv LOCATION '/d'",
             CreateExternalTable(n("li"), "/d", "csv", False),
         ),
+        (
+            "CREATE EXTERNAL TABLE li USING csv OPTIONS (header = 'true', 'delimiter' = ';') LOCATION '/d'",
+            CreateExternalTable(n("li"), "/d", "csv", False, {"header": "true", "delimiter": ";"}),
+        ),
+        (
+            "CREATE EXTERNAL TABLE li USING json LOCATION '/d' OPTIONS ('multiLine' = 'true')",
+            CreateExternalTable(n("li"), "/d", "json", False, {"multiLine": "true"}),
+        ),
+        (
+            "CREATE EXTERNAL TABLE li USING delta LOCATION '/lake/li'",
+            CreateExternalTable(n("li"), "/lake/li", "delta", False),
+        ),
     ],
 )
 def test_create_external_table(sql: str, expected: CreateExternalTable) -> None:
@@ -125,6 +137,8 @@ def test_create_mv_query_keeps_strings_and_semicolons() -> None:
         ("DESC TABLE db.li", Describe(n("li", "db"))),
         ("DESCRIBE MATERIALIZED VIEW mv", Describe(n("mv"))),
         ("DESCRIBE sparkmv.task_runs", Describe(n("task_runs", "sparkmv"))),
+        ("DESCRIBE EXTENDED li", Describe(n("li"), extended=True)),
+        ("DESC TABLE EXTENDED li", Describe(n("li"), extended=True)),
         ("EXPLAIN REFRESH MATERIALIZED VIEW mv FORCE", ExplainRefresh(RefreshMaterializedView(n("mv"), force=True))),
         ("SELECT * FROM li WHERE a = ';'", Query("SELECT * FROM li WHERE a = ';'")),
         ("  WITH x AS (SELECT 1 AS a) SELECT * FROM x ;", Query("WITH x AS (SELECT 1 AS a) SELECT * FROM x")),

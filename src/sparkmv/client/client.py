@@ -229,8 +229,8 @@ class Client:
                 return StatementResult(message=_ddl().alter_materialized_view(rt, stmt))
             case st.Show(what=what):
                 return StatementResult(rows=self._show(what))
-            case st.Describe(name=name):
-                return StatementResult(dataframe=self._describe(name))
+            case st.Describe(name=name, extended=extended):
+                return StatementResult(dataframe=self._describe(name, extended))
         raise AssertionError(f"unhandled statement {stmt!r}")
 
     def rewrite(self, sql: str) -> RewriteResult:
@@ -432,6 +432,8 @@ class Client:
             from sparkmv.services import catalogs
 
             return Rows(catalogs.SHOW_COLUMNS, catalogs.show_catalogs(self.runtime), catalogs.SHOW_SCHEMA)
+        from sparkmv.client.system_tables import table_format
+
         with self.runtime.catalog.read() as s:
             rows = self.runtime.catalog.objects.list(s)
         if what == "MATERIALIZED VIEWS":
@@ -443,14 +445,21 @@ class Client:
             schema = "name string, state string, is_active boolean, partition_by string, refresh_scheme string"
             return Rows(["name", "state", "is_active", "partition_by", "refresh_scheme"], data, schema)
         data2 = [
-            (ObjectName(r.namespace, r.name).display, r.kind, r.location, ",".join(r.partition_columns or []))
+            (
+                ObjectName(r.namespace, r.name).display,
+                r.kind,
+                r.location,
+                ",".join(r.partition_columns or []),
+                table_format(r),
+            )
             for r in rows
         ]
-        schema = "name string, kind string, location string, partition_columns string"
-        return Rows(["name", "kind", "location", "partition_columns"], data2, schema)
+        schema = "name string, kind string, location string, partition_columns string, format string"
+        return Rows(["name", "kind", "location", "partition_columns", "format"], data2, schema)
 
-    def _describe(self, name: ObjectName) -> DataFrame:
+    def _describe(self, name: ObjectName, extended: bool = False) -> DataFrame:
         from sparkmv.client.queries import table_dataframe
+        from sparkmv.client.system_tables import describe_extended
 
         with self.runtime.catalog.read() as s:
             row = self.runtime.catalog.objects.find(s, name)
@@ -462,7 +471,11 @@ class Client:
             parts = {c.lower() for c in (row.partition_columns or [])} | (
                 {row.partition_by.lower()} if row.partition_by else set()
             )
-        data = [(f.name, f.dataType.simpleString(), f.name.lower() in parts) for f in df.schema.fields]
+        data: list[tuple[str, str | None, bool | None]] = [
+            (f.name, f.dataType.simpleString(), f.name.lower() in parts) for f in df.schema.fields
+        ]
+        if extended:
+            data += [(f"# {key}", value, None) for key, value in describe_extended(row, name)]
         return self.spark.createDataFrame(data, "column string, type string, is_partition boolean")
 
 

@@ -1,6 +1,6 @@
 """System tables readable with SELECT: ``sparkmv.materialized_views``, ``sparkmv.task_runs``,
 ``sparkmv.refresh_progress``, ``sparkmv.refresh_table_state``, ``sparkmv.tasks``,
-``sparkmv.rewrite_log``.
+``sparkmv.rewrite_log``, ``sparkmv.tables``.
 
 Each is built from the catalog when a query names it: rows in plain Python (no Spark), made
 a Spark DataFrame with a fixed schema when a query needs Spark (column names are a contract).
@@ -126,6 +126,16 @@ TASKS = _schema(
     ("suspended", B),
     ("consecutive_failures", L),
     ("pending_requests", L),
+)
+TABLES = _schema(
+    ("name", S),
+    ("kind", S),
+    ("format", S),
+    ("location", S),
+    ("catalog", S),
+    ("partition_columns", S),
+    ("last_change_seen", T),
+    ("last_version_seen", S),
 )
 
 REWRITE_LOG = _schema(
@@ -264,6 +274,89 @@ def rewrite_log_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     ]
 
 
+SPARKMV_CATALOG = "sparkmv"
+"""The catalog of the Iceberg tables sparkmv keeps (MVs, refreshable tables)."""
+
+
+def table_format(row: ObjectRow) -> str:
+    """The storage format of a catalog object: an external table's ``USING`` format, else
+    ``iceberg`` (MVs and refreshable tables are Iceberg tables of sparkmv's catalog)."""
+    if row.kind == ObjectKind.EXTERNAL_TABLE:
+        return row.format or "parquet"
+    return "iceberg"
+
+
+def _partitioning(row: ObjectRow) -> str | None:
+    if row.kind == ObjectKind.MATERIALIZED_VIEW:
+        return row.partition_by
+    return ",".join(row.partition_columns or []) or None
+
+
+def describe_extended(row: ObjectRow | None, name: ObjectName) -> list[tuple[str, str | None]]:
+    """The rows ``DESCRIBE EXTENDED`` adds after the columns: ``(key, value)`` for kind,
+    format, location, catalog and partition columns. A plain Iceberg table of the catalog
+    (no sparkmv row) is ``TABLE`` / ``iceberg``; a system table ``SYSTEM_TABLE``."""
+    if row is None:
+        kind = "SYSTEM_TABLE" if name.namespace == "sparkmv" else "TABLE"
+        return [("kind", kind), ("format", None if kind == "SYSTEM_TABLE" else "iceberg")]
+    external = row.kind == ObjectKind.EXTERNAL_TABLE
+    return [
+        ("kind", str(row.kind)),
+        ("format", table_format(row)),
+        ("location", row.location if external else None),
+        ("catalog", None if external else SPARKMV_CATALOG),
+        ("partition columns", _partitioning(row)),
+    ]
+
+
+def _last_seen(rt: Runtime) -> dict[str, tuple[Any, str | None]]:
+    """Qualified table -> (newest change time, version text) as pinned by the newest
+    successful refresh run that read it (``version 3`` of a Delta table, ``snapshot 12`` of
+    an Iceberg one; None for listed files, whose change is their newest modification time)."""
+    from datetime import UTC, datetime
+
+    from sparkmv.catalog import RunState
+
+    with rt.catalog.read() as s:
+        runs = [r for r in rt.catalog.runs.list(s, limit=500) if r.state == RunState.SUCCESS and r.plan]
+    out: dict[str, tuple[Any, str | None]] = {}
+    for run in sorted(runs, key=lambda r: r.run_id, reverse=True):
+        for table, pinned in (run.plan or {}).get("pinned", {}).items():
+            if table in out or not isinstance(pinned, dict):
+                continue
+            times = [p.get("changed_at") for p in pinned.get("partitions", {}).values() if p.get("changed_at")]
+            when = datetime.fromtimestamp(max(times), UTC).replace(tzinfo=None) if times else None
+            snap = pinned.get("snapshot_id")
+            label = "version" if pinned.get("kind") == "delta" else "snapshot"
+            out[table] = (when, f"{label} {snap}" if snap is not None else None)
+    return out
+
+
+def _tables_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    """Rows of ``sparkmv.tables``: every table and MV of the catalog, by name."""
+    with rt.catalog.read() as s:
+        rows: list[ObjectRow] = rt.catalog.objects.list(s)
+    seen = _last_seen(rt)
+    out = []
+    for r in sorted(rows, key=lambda r: (r.namespace, r.name)):
+        name = ObjectName(r.namespace, r.name)
+        external = r.kind == ObjectKind.EXTERNAL_TABLE
+        when, version = seen.get(name.qualified, (None, None))
+        out.append(
+            (
+                name.display,
+                str(r.kind),
+                table_format(r),
+                r.location if external else None,
+                None if external else SPARKMV_CATALOG,
+                _partitioning(r),
+                when,
+                version,
+            )
+        )
+    return out
+
+
 SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any, ...]]]]] = {
     "materialized_views": (MATERIALIZED_VIEWS, materialized_views_rows),
     "task_runs": (TASK_RUNS, task_runs_rows),
@@ -271,6 +364,7 @@ SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any,
     "refresh_table_state": (REFRESH_TABLE_STATE, _refreshable_rows),
     "tasks": (TASKS, _tasks_rows),
     "rewrite_log": (REWRITE_LOG, rewrite_log_rows),
+    "tables": (TABLES, _tables_rows),
 }
 
 

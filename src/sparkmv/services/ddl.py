@@ -27,7 +27,7 @@ from sparkmv.refresh.analyze import query_schema
 from sparkmv.refresh.properties import MvProperties, validate
 from sparkmv.refresh.reload.ddl import create_refreshable_table
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources import parquet
+from sparkmv.sources import delta, files, parquet
 from sparkmv.sql.statements import (
     AlterMaterializedView,
     CreateExternalTable,
@@ -56,33 +56,60 @@ def _exists(rt: Runtime, name: ObjectName) -> bool:
 
 
 def create_external_table(rt: Runtime, stmt: CreateExternalTable) -> str:
-    """Register a directory of (Hive-partitioned) Parquet files as a base table.
+    """Register a directory of (Hive-partitioned) Parquet, CSV, JSON or ORC files, or a
+    Delta Lake table, as a base table (its schema read once, now, and stored).
 
     Raises:
         ObjectExistsError: when the name is taken (unless IF NOT EXISTS).
-        SourceError: when LOCATION does not exist or holds no Parquet.
-        SparkMvError: for a format other than parquet.
+        SourceError: when LOCATION does not exist, holds no data of the format, is not a
+            Delta table, or uses a Delta reader feature sparkmv cannot read.
+        SparkMvError: for an unknown format, or OPTIONS on a format that takes none.
     """
-    if stmt.format != "parquet":
-        raise SparkMvError(f"unsupported format {stmt.format!r}: only USING parquet")
+    fmt = stmt.format
+    if fmt not in EXTERNAL_FORMATS:
+        raise SparkMvError(
+            f"cannot create external table '{stmt.name}': unknown format {fmt!r} (USING {' | '.join(EXTERNAL_FORMATS)})"
+        )
+    if stmt.options and fmt not in files.FORMATS:
+        raise SparkMvError(
+            f"cannot create external table '{stmt.name}': OPTIONS are Spark reader options of "
+            f"USING csv, json or orc, not of {fmt}"
+        )
     if _exists(rt, stmt.name):
         if stmt.if_not_exists:
             return f"table '{stmt.name}' already exists"
         raise ObjectExistsError(f"'{stmt.name}' already exists")
-    parquet.check_location(stmt.location)  # before Spark starts: a bad LOCATION fails in a second
-    schema_json, partition_columns = parquet.discover(rt.spark, stmt.location)
+    schema_json, partition_columns = _discover(rt, stmt)
     with rt.catalog.transaction() as s:
         rt.catalog.objects.insert(
             s,
             stmt.name,
             ObjectKind.EXTERNAL_TABLE,
             location=str(stmt.location),
-            format="parquet",
+            format=fmt,
             schema_json=schema_json,
             partition_columns=partition_columns,
+            options={"read_options": dict(stmt.options)} if stmt.options else {},
         )
     parts = f" partitioned by {', '.join(partition_columns)}" if partition_columns else ""
-    return f"created external table '{stmt.name}'{parts}"
+    kind = "" if fmt == "parquet" else f" ({fmt})"
+    return f"created external table '{stmt.name}'{kind}{parts}"
+
+
+EXTERNAL_FORMATS = ("parquet", *files.FORMATS, "delta")
+"""The formats of ``CREATE EXTERNAL TABLE ... USING <format>``."""
+
+
+def _discover(rt: Runtime, stmt: CreateExternalTable) -> tuple[str, list[str]]:
+    """Schema JSON and partition columns of an external table's data (checked before Spark
+    starts where possible: a bad LOCATION fails in a second)."""
+    if stmt.format == "delta":
+        return delta.discover(str(stmt.name), stmt.location)
+    if stmt.format in files.FORMATS:
+        files.check_location(stmt.location, stmt.format)
+        return files.discover(rt.spark, stmt.location, stmt.format, stmt.options)
+    parquet.check_location(stmt.location)
+    return parquet.discover(rt.spark, stmt.location)
 
 
 def create_table(rt: Runtime, stmt: CreateRefreshableTable) -> str:

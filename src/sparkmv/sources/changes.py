@@ -32,7 +32,7 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from sparkmv.sources.iceberg import group_files
-from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable
+from sparkmv.sources.pinned import LISTED_FORMATS, UNPARTITIONED, PinnedPartition, PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
 UNCHANGED = "unchanged"
@@ -90,8 +90,12 @@ def base_change(consumed: PinnedTable, current: PinnedTable, table: Table | None
     reason = _shape_reason(consumed, current)
     if reason is not None:
         return _not_append_only(consumed, reason)
-    if current.kind == "parquet":
+    if current.kind in LISTED_FORMATS:
         return _parquet_change(consumed, current)
+    if current.kind == "delta":
+        from sparkmv.sources.delta import delta_change
+
+        return delta_change(consumed, current)
     if table is None:
         raise ValueError(f"base table '{current.name}' is an Iceberg table: its loaded table is needed")
     return _iceberg_change(consumed, current, table)
@@ -110,6 +114,8 @@ def delta_bytes_total(changes: Iterable[BaseChange]) -> int:
 def _position(pinned: PinnedTable) -> str:
     if pinned.kind == "iceberg" and pinned.snapshot_id is not None:
         return f"snapshot {pinned.snapshot_id}"
+    if pinned.kind == "delta" and pinned.snapshot_id is not None:
+        return f"version {pinned.snapshot_id}"
     return "it was consumed"
 
 

@@ -27,6 +27,31 @@ PARQUET_MAGIC = b"PAR1"
 _SAMPLE_FILES = 64
 
 
+def check_directory(location: str, what: str) -> tuple[str, list[FileInfo]]:
+    """Check a LOCATION without Spark: an absolute path (or an object-store URL) of a
+    directory holding data files (``what`` names their format in the messages).
+
+    Returns:
+        The location, normalized (:func:`sparkmv.storage.warehouse.normalize`), and a sample
+        of at most 64 of its data files (:func:`sample_data_files`).
+
+    Raises:
+        SourceError: a relative path, a path that does not exist, a file, or a directory
+            with no data files.
+    """
+    root = warehouse.normalize(location)
+    if not (warehouse.is_url(root) or root.startswith("/")):
+        raise SourceError(f"LOCATION '{location}' is a relative path: give an absolute path")
+    if not warehouse.exists(root):
+        raise SourceError(f"LOCATION '{location}' does not exist")
+    if not warehouse.is_dir(root):
+        raise SourceError(f"LOCATION '{location}' is a file, not a directory of {what} files")
+    files = sample_data_files(root)
+    if not files:
+        raise SourceError(f"LOCATION '{location}' holds no data files")
+    return root, files
+
+
 def check_location(location: str) -> str:
     """Check a Parquet LOCATION without Spark: an absolute path (or an object-store URL)
     of a directory holding Parquet data files (read by their ``PAR1`` magic bytes, a
@@ -40,17 +65,8 @@ def check_location(location: str) -> str:
             with no data files, or one whose files are not Parquet (``holds no Parquet
             files (found 3 .csv files)``).
     """
-    root = warehouse.normalize(location)
-    if not (warehouse.is_url(root) or root.startswith("/")):
-        raise SourceError(f"LOCATION '{location}' is a relative path: give an absolute path")
-    if not warehouse.exists(root):
-        raise SourceError(f"LOCATION '{location}' does not exist")
-    if not warehouse.is_dir(root):
-        raise SourceError(f"LOCATION '{location}' is a file, not a directory of Parquet files")
-    files = _sample_data_files(root)
-    if not files:
-        raise SourceError(f"LOCATION '{location}' holds no data files")
-    if not any(_is_parquet(f) for f in files):
+    root, files = check_directory(location, "Parquet")
+    if not any(starts_with(f, PARQUET_MAGIC) for f in files):
         kinds: dict[str, int] = {}
         for f in files:
             ext = _suffix(f.name).lower() or "(no extension)"
@@ -66,7 +82,8 @@ def _suffix(file_name: str) -> str:
     return dot + ext if stem.strip(".") and ext else ""
 
 
-def _sample_data_files(root: str) -> list[FileInfo]:
+def sample_data_files(root: str) -> list[FileInfo]:
+    """At most 64 data files under ``root`` (hidden and ``_`` names skipped), in walk order."""
     out: list[FileInfo] = []
     for _parts, _dirs, files in warehouse.walk(root, _is_data_file):
         out.extend(files)
@@ -75,10 +92,12 @@ def _sample_data_files(root: str) -> list[FileInfo]:
     return out
 
 
-def _is_parquet(file: FileInfo) -> bool:
+def starts_with(file: FileInfo, magic: bytes) -> bool:
+    """Whether ``file`` begins with the bytes ``magic`` (a format's magic number); False
+    when it cannot be read."""
     try:
         with warehouse.open_input(file.path) as f:
-            return f.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
+            return f.read(len(magic)) == magic
     except OSError:
         return False
 
@@ -95,19 +114,22 @@ def discover(spark: SparkSession, location: str) -> tuple[str, list[str]]:
     from sparkmv.storage.schema import schema_to_json
 
     root = check_location(location)
-    partition_columns = _partition_columns(root)
+    partition_columns = partition_columns_of(root)
     try:
         schema = spark.read.parquet(warehouse.spark_path(root)).schema
     except Exception as exc:
-        raise SourceError(f"cannot read Parquet at '{location}': {_first_line(exc)}") from exc
+        raise SourceError(f"cannot read Parquet at '{location}': {first_line(exc)}") from exc
     return schema_to_json(schema), partition_columns
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's text (its type name when it has none)."""
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
-def _partition_columns(root: str) -> list[str]:
+def partition_columns_of(root: str) -> list[str]:
+    """Hive partition columns under ``root``, outermost first (from the first ``col=value``
+    directory at each level)."""
     columns: list[str] = []
     current = root
     while True:

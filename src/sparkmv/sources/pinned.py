@@ -15,6 +15,8 @@ from urllib.parse import unquote
 from sparkmv.storage.partition_values import PartitionText, PartitionValueError, canonical, kind_of_spark_type
 
 UNPARTITIONED = ""
+LISTED_FORMATS = ("parquet", "csv", "json", "orc")
+"""Kinds of external tables that are directories of files, changes detected by listing."""
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 """The directory name of the NULL partition in a Hive-style path (Spark's and Hive's)."""
 
@@ -64,7 +66,8 @@ class PinnedTable:
 
     Attributes:
         name: qualified base table name.
-        kind: ``parquet``, ``iceberg`` (Iceberg tables and MVs), ``refreshable`` (a
+        kind: ``parquet``, ``csv``, ``json``, ``orc`` (listed directories), ``delta`` (a
+            Delta Lake table, ``snapshot_id`` its version), ``iceberg`` (Iceberg tables and MVs), ``refreshable`` (a
             refreshable table: Iceberg, with its reload run and changelog position) or
             ``changelog`` (the changelog rows of a refreshable table's delta, signed).
         schema_json: Spark schema JSON used to read the files.
@@ -87,6 +90,8 @@ class PinnedTable:
             change tracking (``bucket``, ``truncate``, spec evolution); None otherwise.
         catalog_properties: tables of an external Iceberg catalog: the catalog's
             properties as registered (secrets only as ``env:NAME``), to load it again.
+        read_options: Spark reader options of an external CSV/JSON/ORC table
+            (``{"header": "true"}``); None otherwise.
     """
 
     name: str
@@ -102,6 +107,7 @@ class PinnedTable:
     partition_transforms: list[str] = field(default_factory=list)
     partition_reason: str | None = None
     catalog_properties: dict[str, str] | None = None
+    read_options: dict[str, str] | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (stored in the run's plan)."""

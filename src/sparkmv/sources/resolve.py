@@ -1,6 +1,6 @@
-"""Pin and read any base table by kind: external Parquet, MV, refreshable table (and its
-signed changelog delta), a plain table of the pyiceberg catalog, or a table of an external
-Iceberg catalog (``catalog.namespace.name``)."""
+"""Pin and read any base table by kind: external Parquet, CSV, JSON, ORC or Delta, MV,
+refreshable table (and its signed changelog delta), a plain table of the pyiceberg catalog,
+or a table of an external Iceberg catalog (``catalog.namespace.name``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
 from sparkmv.errors import SourceError
 from sparkmv.names import ObjectName
-from sparkmv.sources import external, external_tables, iceberg, parquet, refreshable
+from sparkmv.sources import delta, external, external_tables, files, iceberg, parquet, refreshable
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
@@ -36,6 +36,13 @@ def pin_base(
         return external_tables.pin(name, table, catalog_properties)
     if row is not None and row.kind == ObjectKind.EXTERNAL_TABLE:
         assert row.location is not None and row.schema_json is not None
+        fmt = row.format or "parquet"
+        if fmt in files.FORMATS:
+            options = dict((row.options or {}).get("read_options", {}))
+            columns = list(row.partition_columns or [])
+            return files.pin(name.qualified, fmt, row.location, row.schema_json, columns, options)
+        if fmt == "delta":
+            return delta.pin(name.qualified, row.location)
         return parquet.pin(name.qualified, row.location, row.schema_json, list(row.partition_columns or []))
     if not store.exists(name):
         raise SourceError(f"base table '{name}' does not exist")
@@ -48,6 +55,10 @@ def read_pinned(spark: SparkSession, pinned: PinnedTable, partitions: set[str] |
     """A DataFrame over the pinned files of a base table (of ``partitions`` only, when given)."""
     if pinned.kind == "parquet":
         return parquet.read(spark, pinned, partitions)
+    if pinned.kind in files.FORMATS:
+        return files.read(spark, pinned, partitions)
+    if pinned.kind == "delta":
+        return delta.read(spark, pinned, partitions)
     if pinned.kind == "changelog":
         return refreshable.read_changes(spark, pinned)
     if pinned.catalog_properties is not None:

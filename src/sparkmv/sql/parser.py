@@ -311,9 +311,10 @@ def parse_statement(sql: str) -> Statement:
         raise c.error("MATERIALIZED VIEWS, TABLES or CATALOGS after SHOW")
     if c.accept("DESCRIBE") or c.accept("DESC"):
         c.accept("TABLE") or c.accept("MATERIALIZED", "VIEW")
+        extended = c.accept("EXTENDED")  # Spark's DESCRIBE [TABLE] EXTENDED name
         name = c.name(allow_reserved=True)  # DESCRIBE sparkmv.task_runs
         c.expect_end()
-        return Describe(name)
+        return Describe(name, extended)
     parse_query(text)  # raises ParseError with position, or for non-queries
     return Query(text.strip())
 
@@ -457,10 +458,14 @@ def _create(c: _Cursor) -> Statement:
         name = c.name()
         c.expect("USING")
         fmt = c.ident().lower()
+        # Spark's reader options, before or after LOCATION (as Spark's CREATE TABLE allows)
+        options = _properties(c) if c.accept("OPTIONS") else {}
         c.expect("LOCATION")
         location = c.string()
+        if not options and c.accept("OPTIONS"):
+            options = _properties(c)
         c.expect_end()
-        return CreateExternalTable(name, location, fmt, if_not_exists)
+        return CreateExternalTable(name, location, fmt, if_not_exists, options)
     if c.accept("MATERIALIZED", "VIEW"):
         if_not_exists = c.accept("IF", "NOT", "EXISTS")
         name = c.name()

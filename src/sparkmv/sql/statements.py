@@ -27,12 +27,14 @@ class RefreshScheme:
 
 @dataclass(frozen=True)
 class CreateExternalTable:
-    """``CREATE EXTERNAL TABLE [IF NOT EXISTS] name USING parquet LOCATION 'path'``."""
+    """``CREATE EXTERNAL TABLE [IF NOT EXISTS] name USING parquet | csv | json | orc | delta
+    [OPTIONS ('k' = 'v', ...)] LOCATION 'path'`` (OPTIONS: Spark's reader options)."""
 
     name: ObjectName
     location: str
     format: str = "parquet"
     if_not_exists: bool = False
+    options: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -150,9 +152,11 @@ class Show:
 
 @dataclass(frozen=True)
 class Describe:
-    """``DESCRIBE name``."""
+    """``DESCRIBE [EXTENDED] name`` (EXTENDED: also the kind, format, location and partition
+    columns)."""
 
     name: ObjectName
+    extended: bool = False
 
 
 @dataclass(frozen=True)

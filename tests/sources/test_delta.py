@@ -1,0 +1,262 @@
+"""Delta Lake base tables written by delta-rs' own writer (an outside writer): an append, an
+overwrite of one partition and a delete, each followed by a refresh that rewrites exactly
+the MV partitions the commit touched (PCT), the MV equal to its query recomputed by DuckDB
+over delta-rs' own read of the table; INCREMENTAL over add-only commits; reader features
+sparkmv cannot read refused with nothing registered."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkmv.errors import SourceError
+from tests.helpers import rows_of
+
+pytestmark = [pytest.mark.spark]
+
+QUERY = "SELECT d, k, sum(v) AS total, count(*) AS n FROM t GROUP BY d, k"
+D1, D2, D3 = date(2024, 1, 1), date(2024, 1, 2), date(2024, 1, 3)
+
+
+def _rows(rows: list[tuple[date, str, int]]) -> pa.Table:
+    return pa.table(
+        {
+            "d": pa.array([r[0] for r in rows], pa.date32()),
+            "k": pa.array([r[1] for r in rows], pa.string()),
+            "v": pa.array([r[2] for r in rows], pa.int64()),
+        }
+    )
+
+
+def _write(root: Path, rows: list[tuple[date, str, int]], **kwargs: Any) -> None:
+    from deltalake import write_deltalake
+
+    write_deltalake(str(root), _rows(rows), **kwargs)
+
+
+def _expected(root: Path) -> list[tuple[Any, ...]]:
+    """The MV's query over the Delta table as delta-rs reads it, computed by DuckDB."""
+    import duckdb
+    from deltalake import DeltaTable
+
+    rel = DeltaTable(str(root)).to_pyarrow_table()  # noqa: F841 - read by DuckDB by name
+    got = duckdb.sql("SELECT d, k, sum(v), count(*) FROM rel GROUP BY d, k").fetchall()
+    return sorted((str(d), k, int(total), int(n)) for d, k, total, n in got)
+
+
+def _mv_rows(client: Any) -> list[tuple[Any, ...]]:
+    return sorted((str(d), k, int(total), int(n)) for d, k, total, n in rows_of(client.table("mv")))
+
+
+def _rewritten(client: Any, run_id: int) -> list[str]:
+    """The MV partitions the run rewrote (its chunks' partitions)."""
+    return sorted(str(p) for c in client.chunks(run_id) for p in c["partitions"])
+
+
+def _setup(make_client: Callable[..., Any], root: Path, mode: str = "AUTO", props: str = "") -> Any:
+    _write(root, [(D1, "a", 1), (D1, "b", 2), (D2, "a", 10), (D3, "c", 100)], partition_by=["d"])
+    client = make_client()
+    msg = client.execute(f"CREATE EXTERNAL TABLE t USING delta LOCATION '{root}'").message
+    assert msg == "created external table 't' (delta) partitioned by d"
+    client.sql(f"CREATE MATERIALIZED VIEW mv PARTITION BY d PROPERTIES ('refresh_mode' = '{mode}'{props}) AS {QUERY}")
+    assert _mv_rows(client) == _expected(root)
+    return client
+
+
+def test_append_overwrite_and_delete_refresh_only_the_touched_partitions(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "delta"
+    client = _setup(make_client, root, mode="PCT")
+    assert [tuple(r) for r in client.sql("DESCRIBE t").collect()] == [
+        ("d", "date", True),
+        ("k", "string", False),
+        ("v", "bigint", False),
+    ]
+
+    _write(root, [(D2, "a", 5), (D2, "z", 7)], mode="append")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "PCT"), run
+    assert _rewritten(client, run.run_id) == ["2024-01-02"]
+    assert _mv_rows(client) == _expected(root)
+    assert ("2024-01-02", "a", 15, 2) in _mv_rows(client)
+
+    _write(root, [(D3, "c", 1), (D3, "q", 2)], mode="overwrite", predicate="d = '2024-01-03'")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "PCT"), run
+    assert _rewritten(client, run.run_id) == ["2024-01-03"]
+    assert _mv_rows(client) == _expected(root)
+    assert [r for r in _mv_rows(client) if r[0] == "2024-01-03"] == [
+        ("2024-01-03", "c", 1, 1),
+        ("2024-01-03", "q", 2, 1),
+    ]
+
+    from deltalake import DeltaTable
+
+    DeltaTable(str(root)).delete("k = 'b'")  # rows of 2024-01-01 only
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "PCT"), run
+    assert _rewritten(client, run.run_id) == ["2024-01-01"]
+    assert _mv_rows(client) == _expected(root)
+    assert [r for r in _mv_rows(client) if r[0] == "2024-01-01"] == [("2024-01-01", "a", 1, 1)]
+
+    DeltaTable(str(root)).delete("d = '2024-01-02'")  # a whole partition goes
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "PCT"), run
+    assert _mv_rows(client) == _expected(root)
+    assert not [r for r in _mv_rows(client) if r[0] == "2024-01-02"]
+    assert client.refresh("mv").state == "SKIPPED"
+
+
+def test_add_only_commits_are_applied_incrementally_and_a_delete_is_not(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "delta"
+    client = _setup(make_client, root, mode="INCREMENTAL")
+    _write(root, [(D1, "a", 4)], mode="append")
+    _write(root, [(D1, "n", 6)], mode="append")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert _mv_rows(client) == _expected(root)
+
+    from deltalake import DeltaTable
+
+    DeltaTable(str(root)).delete("k = 'n'")
+    version = DeltaTable(str(root)).version()
+    before = _mv_rows(client)
+    run = client.refresh("mv")
+    assert run.state == "FAILED", run
+    assert f"commit {version} of base table 'default.t' removes data (file '" in (run.error or ""), run.error
+    assert _mv_rows(client) == before
+    client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'AUTO')")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "PCT"), run
+    assert _mv_rows(client) == _expected(root)
+
+
+def test_unpartitioned_table_is_read_at_the_pinned_version(make_client: Callable[..., Any], tmp_path: Path) -> None:
+    root = tmp_path / "flat"
+    _write(root, [(D1, "a", 1), (D2, "a", 2)])
+    client = make_client()
+    client.sql(f"CREATE EXTERNAL TABLE t USING delta LOCATION '{root}'")
+    client.sql(f"CREATE MATERIALIZED VIEW mv AS {QUERY}")
+    _write(root, [(D1, "a", 3)], mode="overwrite")
+    assert client.refresh("mv").state == "SUCCESS"
+    assert _mv_rows(client) == _expected(root) == [("2024-01-01", "a", 3, 1)]
+
+
+def _commit(root: Path, version: int, *actions: dict[str, Any]) -> None:
+    """Write commit ``version`` by hand (a writer with features delta-rs does not write)."""
+    lines = [{"commitInfo": {"timestamp": 1, "operation": "SET TBLPROPERTIES"}}, *actions]
+    (root / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in lines))
+
+
+def _protocol(*features: str) -> dict[str, Any]:
+    return {
+        "protocol": {
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": list(features),
+            "writerFeatures": list(features),
+        }
+    }
+
+
+def _column_mapping(root: Path) -> dict[str, Any]:
+    first = (root / "_delta_log" / f"{0:020d}.json").read_text().splitlines()
+    meta = next(json.loads(line) for line in first if "metaData" in line)
+    schema = json.loads(meta["metaData"]["schemaString"])
+    for i, f in enumerate(schema["fields"]):
+        f["metadata"] = {"delta.columnMapping.id": i + 1, "delta.columnMapping.physicalName": f["name"]}
+    meta["metaData"]["schemaString"] = json.dumps(schema)
+    meta["metaData"]["configuration"] = {"delta.columnMapping.mode": "name", "delta.columnMapping.maxColumnId": "3"}
+    return meta
+
+
+def _catalog_rows(client: Any) -> list[Any]:
+    with client.runtime.catalog.read() as s:
+        return [(r.namespace, r.name, r.kind) for r in client.runtime.catalog.objects.list(s)]
+
+
+@pytest.mark.parametrize(
+    ("case", "message"),
+    [
+        ("not_delta", r"^table 't': LOCATION '{root}' is not a Delta table \(no _delta_log\)$"),
+        ("missing", r"^table 't': LOCATION '{root}/nope' does not exist$"),
+        ("variant", r"^table 't': Delta reader feature 'variantType' not supported$"),
+        (
+            "column_mapping",
+            r"^table 't': Delta reader feature 'columnMapping' \(mode 'name'\) not supported: "
+            r"its Parquet files name columns by physical names$",
+        ),
+    ],
+)
+def test_unreadable_delta_tables_are_refused_and_nothing_registered(
+    make_client: Callable[..., Any], tmp_path: Path, case: str, message: str
+) -> None:
+    root = tmp_path / "delta"
+    location = root / "nope" if case == "missing" else root
+    if case == "not_delta":
+        root.mkdir()
+        (root / "x.parquet").write_bytes(b"PAR1")
+    elif case != "missing":
+        _write(root, [(D1, "a", 1)], partition_by=["d"])
+        if case == "variant":
+            _commit(root, 1, _protocol("variantType"))
+        else:
+            _commit(root, 1, _protocol("columnMapping"), _column_mapping(root))
+    client = make_client()
+    with pytest.raises(SourceError, match=message.replace("{root}", str(root))):
+        client.sql(f"CREATE EXTERNAL TABLE t USING delta LOCATION '{location}'")
+    assert _catalog_rows(client) == []
+
+
+def test_a_feature_enabled_later_fails_the_refresh_and_the_mv_turns_inactive(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    root = tmp_path / "delta"
+    client = _setup(make_client, root, mode="PCT")
+    _commit(root, 1, _protocol("variantType"))
+    run = client.refresh("mv")
+    assert run.state == "FAILED", run
+    assert run.error == "MV 'mv' is inactive: table 'default.t': Delta reader feature 'variantType' not supported"
+
+
+def test_files_outside_hive_directories_get_partition_values_as_literals(spark: Any, tmp_path: Path) -> None:
+    """A writer may place files anywhere (column mapping, random prefixes): partition values
+    then come from the add actions, not from the path."""
+    import pyarrow.parquet as pq
+
+    from sparkmv.sources import delta
+    from sparkmv.sources.pinned import PinnedPartition, PinnedTable
+
+    pq.write_table(pa.table({"k": ["a", "b"], "v": [1, 2]}), tmp_path / "x1.parquet")
+    (tmp_path / "ab").mkdir()
+    pq.write_table(pa.table({"k": ["c"], "v": [3]}), tmp_path / "ab" / "x2.parquet")
+    schema = (
+        '{"type": "struct", "fields": [{"name": "d", "type": "date", "nullable": true, "metadata": {}}, '
+        '{"name": "k", "type": "string", "nullable": true, "metadata": {}}, '
+        '{"name": "v", "type": "long", "nullable": true, "metadata": {}}]}'
+    )
+    pinned = PinnedTable(
+        "default.t",
+        "delta",
+        schema,
+        ["d"],
+        {
+            "d=2024-01-01": PinnedPartition([str(tmp_path / "x1.parquet")], "h1"),
+            "d=__HIVE_DEFAULT_PARTITION__": PinnedPartition([str(tmp_path / "ab" / "x2.parquet")], "h2"),
+        },
+        location=str(tmp_path),
+        snapshot_id=0,
+    )
+    df = delta.read(spark, pinned)
+    assert df.columns == ["d", "k", "v"]
+    assert rows_of(df) == [(D1, "a", 1), (D1, "b", 2), (None, "c", 3)]
+    assert rows_of(delta.read(spark, pinned, {"d=2024-01-01"})) == [(D1, "a", 1), (D1, "b", 2)]
