@@ -231,26 +231,8 @@ def plan_refresh(inp: PlanInput) -> Plan:
     changes = {t: c for t, c in changes.items() if c}
     considered = {t: c for t, c in changes.items() if t not in excluded}
     all_consumed = {t: ["*"] for t in inp.pinned}
-    strategy_force = props.partition_refresh_strategy == "FORCE"
-    force = inp.request.force or strategy_force
-
-    partitioned = inp.partition_by is not None and inp.lineage.known
-    mode = props.refresh_mode
-    if mode in ("AUTO", "INCREMENTAL"):
-        mode = "PCT" if partitioned else "FULL"
-        auto_reason = (
-            "AUTO: partition lineage known"
-            if partitioned
-            else (
-                "AUTO: unpartitioned MV"
-                if inp.partition_by is None
-                else f"AUTO: partition lineage unknown ({inp.lineage.reason})"
-            )
-        )
-    else:
-        auto_reason = f"refresh_mode = {mode}"
-    if mode == "PCT" and not partitioned:
-        mode, auto_reason = "FULL", f"PCT impossible: {inp.lineage.reason or 'unpartitioned MV'}"
+    force = inp.request.force or props.partition_refresh_strategy == "FORCE"
+    mode, mode_reason = _choose_mode(inp)
 
     if not inp.refreshed_before:
         return _full_plan(inp, "first refresh", changes, all_consumed)
@@ -258,66 +240,65 @@ def plan_refresh(inp: PlanInput) -> Plan:
     if not considered and not force and not expiring:
         return Plan("SKIP", "up to date", changed_base_partitions=changes, consumed=_excluded(changes, excluded))
     if mode == "FULL":
-        why = auto_reason if considered else "FORCE"
-        if considered:
-            why += "; changed: " + ", ".join(f"{t} ({len(c)} partitions)" for t, c in sorted(considered.items()))
-        return _full_plan(inp, why, changes, all_consumed)
+        return _full_plan(inp, _full_reason(mode_reason, considered), changes, all_consumed)
+    return _pct_plan(inp, mode_reason, changes, considered, excluded, force)
 
-    # PCT: map changed reference partitions onto MV partitions.
+
+def _choose_mode(inp: PlanInput) -> tuple[str, str]:
+    """The mode (FULL or PCT) ``refresh_mode`` resolves to for this MV, and why."""
+    partitioned = inp.partition_by is not None and inp.lineage.known
+    mode = inp.properties.refresh_mode
+    if mode in ("AUTO", "INCREMENTAL"):
+        mode = "PCT" if partitioned else "FULL"
+        if partitioned:
+            reason = "AUTO: partition lineage known"
+        elif inp.partition_by is None:
+            reason = "AUTO: unpartitioned MV"
+        else:
+            reason = f"AUTO: partition lineage unknown ({inp.lineage.reason})"
+    else:
+        reason = f"refresh_mode = {mode}"
+    if mode == "PCT" and not partitioned:
+        mode, reason = "FULL", f"PCT impossible: {inp.lineage.reason or 'unpartitioned MV'}"
+    return mode, reason
+
+
+def _full_reason(mode_reason: str, considered: dict[str, list[str]]) -> str:
+    """The reason of a FULL run after the first: the mode's reason and the changed tables,
+    or ``FORCE`` when nothing changed (only a forced refresh gets here then)."""
+    if not considered:
+        return "FORCE"
+    return mode_reason + "; changed: " + ", ".join(f"{t} ({len(c)} partitions)" for t, c in sorted(considered.items()))
+
+
+def _pct_plan(
+    inp: PlanInput,
+    mode_reason: str,
+    changes: dict[str, list[str]],
+    considered: dict[str, list[str]],
+    excluded: set[str],
+    force: bool,
+) -> Plan:
+    """The PCT plan: changed reference partitions mapped onto MV partitions (SKIP when none
+    is selected and nothing expires)."""
     image = _image(inp)
     universe = set(image) | set(inp.mv_partitions)
     dropped = _dropped(inp, universe)
     universe -= dropped
     # Partitions outside TTL / retention are removed once and never recomputed.
     expired = sorted((v for v in dropped if v in inp.mv_partitions), key=sort_key)
-    reasons: dict[PartitionValue, str] = {}
     non_reference = sorted(t for t in considered if t not in inp.lineage.mappings)
     rest_reason = _rest_reason(inp, image, considered, non_reference, force)
     # With a rest chunk, the partitions no reference partition maps to are computed there only.
     per_partition = {v for v in universe if v in image} if rest_reason is not None else universe
-    if force:
-        for v in per_partition:
-            reasons[v] = "FORCE"
-    elif non_reference:
-        for v in per_partition:
-            reasons[v] = f"non-reference table {', '.join(non_reference)} changed"
-    else:
-        for table, paths in sorted(considered.items()):
-            for path in paths:
-                v = _mv_value(inp, table, path)
-                if v in per_partition:
-                    what = (
-                        "appeared"
-                        if path not in _consumed_paths(inp, table)
-                        else ("disappeared" if path not in inp.pinned[table].partitions else "changed")
-                    )
-                    reasons.setdefault(v, f"{table} partition {path or '<all>'} {what}")
-        if not _has_non_reference_inputs(inp):
-            for v in inp.mv_partitions - set(image) - dropped:
-                reasons.setdefault(v, "no base data remains")
-    selected = sorted((v for v in reasons if inp.request.in_range(v)), key=sort_key)
-    if inp.request.automatic and props.auto_refresh_partitions_limit:
-        newest = sorted(universe, key=sort_key)[-props.auto_refresh_partitions_limit :]
-        selected = [v for v in selected if v in newest]
+    reasons = _pct_reasons(inp, considered, non_reference, force, per_partition, image, dropped)
+    selected = _select(inp, reasons, universe)
     chosen = set(selected)
-    consumed: dict[str, list[str]] = _excluded(changes, excluded)
     everything = chosen >= per_partition
-    for table in inp.pinned:
-        if table in excluded:
-            continue
-        if table not in inp.lineage.mappings:
-            if everything:
-                consumed[table] = ["*"]
-            continue
-        all_paths = set(inp.pinned[table].partitions) | _consumed_paths(inp, table)
-        # Base partitions of refreshed or dropped MV partitions are consumed.
-        paths_done = sorted(
-            p
-            for p in all_paths
-            if (v := _mv_value(inp, table, p)) in chosen | dropped or (rest_reason is not None and v not in image)
-        )
-        if paths_done:
-            consumed[table] = paths_done
+    consumed = _excluded(changes, excluded)
+    consumed.update(
+        _consumed_base_partitions(inp, excluded, chosen, everything, dropped, image, rest_reason is not None)
+    )
     if not selected and not expired and rest_reason is None:
         pending = [v for v in reasons if v not in chosen]
         why = "up to date" if not pending else f"up to date in range ({len(pending)} changed partitions outside)"
@@ -329,10 +310,10 @@ def plan_refresh(inp: PlanInput) -> Plan:
         labels[OUTSIDE_LABEL] = rest_reason
     if non_reference and not force:
         # Say in the run record why a PCT run rewrites every partition.
-        auto_reason += f"; non-reference table {', '.join(non_reference)} changed: every partition"
+        mode_reason += f"; non-reference table {', '.join(non_reference)} changed: every partition"
     return Plan(
         "PCT",
-        auto_reason,
+        mode_reason,
         chunks=chunks,
         replace_all=False,
         drop_partitions=expired,
@@ -340,6 +321,79 @@ def plan_refresh(inp: PlanInput) -> Plan:
         partition_reasons=labels,
         consumed=consumed,
     )
+
+
+def _pct_reasons(
+    inp: PlanInput,
+    considered: dict[str, list[str]],
+    non_reference: list[str],
+    force: bool,
+    per_partition: set[PartitionValue],
+    image: dict[PartitionValue, list[tuple[str, str]]],
+    dropped: set[PartitionValue],
+) -> dict[PartitionValue, str]:
+    """MV partition -> why a PCT run refreshes it (before the range and the auto limit)."""
+    if force:
+        return dict.fromkeys(per_partition, "FORCE")
+    if non_reference:
+        return dict.fromkeys(per_partition, f"non-reference table {', '.join(non_reference)} changed")
+    reasons: dict[PartitionValue, str] = {}
+    for table, paths in sorted(considered.items()):
+        for path in paths:
+            v = _mv_value(inp, table, path)
+            if v in per_partition:
+                reasons.setdefault(v, f"{table} partition {path or '<all>'} {_change_kind(inp, table, path)}")
+    if not _has_non_reference_inputs(inp):
+        for v in inp.mv_partitions - set(image) - dropped:
+            reasons.setdefault(v, "no base data remains")
+    return reasons
+
+
+def _change_kind(inp: PlanInput, table: str, path: str) -> str:
+    """How a changed base partition changed: ``appeared``, ``disappeared`` or ``changed``."""
+    if path not in _consumed_paths(inp, table):
+        return "appeared"
+    return "disappeared" if path not in inp.pinned[table].partitions else "changed"
+
+
+def _select(inp: PlanInput, reasons: dict[PartitionValue, str], universe: set[PartitionValue]) -> list[PartitionValue]:
+    """The partitions with a reason inside the request's range (and, for automatic runs,
+    among the ``auto_refresh_partitions_limit`` newest), sorted."""
+    selected = sorted((v for v in reasons if inp.request.in_range(v)), key=sort_key)
+    limit = inp.properties.auto_refresh_partitions_limit
+    if inp.request.automatic and limit:
+        newest = sorted(universe, key=sort_key)[-limit:]
+        selected = [v for v in selected if v in newest]
+    return selected
+
+
+def _consumed_base_partitions(
+    inp: PlanInput,
+    excluded: set[str],
+    chosen: set[PartitionValue],
+    everything: bool,
+    dropped: set[PartitionValue],
+    image: dict[PartitionValue, list[tuple[str, str]]],
+    has_rest: bool,
+) -> dict[str, list[str]]:
+    """Base table -> partition paths a PCT run consumes: those of refreshed or dropped MV
+    partitions (and, with a rest chunk, those outside ``image``); a non-reference table is
+    consumed whole (``["*"]``) only when ``everything`` per-partition is refreshed."""
+    consumed: dict[str, list[str]] = {}
+    for table in inp.pinned:
+        if table in excluded:
+            continue
+        if table not in inp.lineage.mappings:
+            if everything:
+                consumed[table] = ["*"]
+            continue
+        all_paths = set(inp.pinned[table].partitions) | _consumed_paths(inp, table)
+        paths_done = sorted(
+            p for p in all_paths if (v := _mv_value(inp, table, p)) in chosen | dropped or (has_rest and v not in image)
+        )
+        if paths_done:
+            consumed[table] = paths_done
+    return consumed
 
 
 OUTSIDE_LABEL = "<outside reference partitions>"
