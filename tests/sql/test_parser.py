@@ -6,7 +6,8 @@ import pytest
 
 from sparkmv.errors import InvalidNameError, ParseError, SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.sql.parser import parse_statement, split_statements
+from sparkmv.sql.cursor import split_statements
+from sparkmv.sql.parser import parse_statement
 from sparkmv.sql.statements import (
     CreateExternalTable,
     CreateMaterializedView,

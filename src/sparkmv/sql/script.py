@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from sqlglot.tokens import TokenType
 
 from sparkmv.errors import ParseError
-from sparkmv.sql.parser import line_col, parse_statement, tokenize
+from sparkmv.sql.cursor import line_col, tokenize
+from sparkmv.sql.parser import parse_statement
 from sparkmv.sql.statements import Statement
 
 _POSITION = re.compile(r"at line (\d+), column (\d+)")
