@@ -11,10 +11,12 @@ from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
+from sqlalchemy.orm import Session
 
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.catalog import ObjectKind, RefreshState
 from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import (
     AnalysisError,
     BusyError,
@@ -338,40 +340,72 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
         check_incremental_mode(rt, stmt.name, validate(stmt.set_properties))
     with rt.catalog.transaction() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
-        if stmt.set_properties is not None:
-            merged = {**(row.properties or {}), **validate(stmt.set_properties)}
-            MvProperties.parse(merged)
-            rt.catalog.objects.set_fields(s, row.id, properties=merged)
-            return f"altered materialized view '{stmt.name}'"
-        if stmt.refresh is not None:
-            rt.catalog.objects.set_fields(
-                s,
-                row.id,
-                refresh_scheme=stmt.refresh.text,
-                schedule_start=stmt.refresh.start,
-                schedule_every_seconds=stmt.refresh.every_seconds,
-                next_fire_time=_first_fire(stmt.refresh),
-            )
-            return f"materialized view '{stmt.name}' now refreshes {stmt.refresh.text}"
-        if stmt.resume_schedule:
-            rt.catalog.objects.set_fields(s, row.id, suspended=False, consecutive_failures=0, refresh_state_reason=None)
-            return f"schedule of '{stmt.name}' resumed"
-        if stmt.active is False:
-            rt.catalog.objects.set_fields(s, row.id, is_active=False, inactive_reason="set inactive by user")
-            rt.catalog.objects.deactivate_readers(s, stmt.name.qualified, "set inactive by user")
-            return f"materialized view '{stmt.name}' is inactive"
+        done = _alter_row(rt, s, row, stmt)
+        if done is not None:
+            return done
         definition, base_tables, object_id = row.definition or "", list(row.base_tables or []), row.id
+    return _reactivate(rt, stmt.name, definition, base_tables, object_id)
+
+
+def _alter_row(rt: Runtime, s: Session, row: ObjectRow, stmt: AlterMaterializedView) -> str | None:
+    """Apply an ALTER action that only changes the MV's row (every one but ACTIVE) in
+    transaction ``s``; the message to print, or None for ACTIVE."""
+    if stmt.set_properties is not None:
+        merged = {**(row.properties or {}), **validate(stmt.set_properties)}
+        MvProperties.parse(merged)
+        rt.catalog.objects.set_fields(s, row.id, properties=merged)
+        return f"altered materialized view '{stmt.name}'"
+    if stmt.refresh is not None:
+        rt.catalog.objects.set_fields(
+            s,
+            row.id,
+            refresh_scheme=stmt.refresh.text,
+            schedule_start=stmt.refresh.start,
+            schedule_every_seconds=stmt.refresh.every_seconds,
+            next_fire_time=_first_fire(stmt.refresh),
+        )
+        return f"materialized view '{stmt.name}' now refreshes {stmt.refresh.text}"
+    if stmt.resume_schedule:
+        rt.catalog.objects.set_fields(s, row.id, suspended=False, consecutive_failures=0, refresh_state_reason=None)
+        return f"schedule of '{stmt.name}' resumed"
+    if stmt.active is False:
+        rt.catalog.objects.set_fields(s, row.id, is_active=False, inactive_reason="set inactive by user")
+        rt.catalog.objects.deactivate_readers(s, stmt.name.qualified, "set inactive by user")
+        return f"materialized view '{stmt.name}' is inactive"
+    return None
+
+
+def _reactivate(rt: Runtime, name: ObjectName, definition: str, base_tables: list[str], object_id: int) -> str:
+    """ALTER ... ACTIVE: re-analyse the MV and, when its query still fits its table, make it
+    active with its version map and positions forgotten (the next refresh is a full one).
+
+    Raises:
+        AnalysisError: an input MV is inactive, or the re-analysis failed.
+    """
     # Reactivation works top-down: every input MV must be active first.
     from sparkmv.refresh.context import inactive_inputs
 
     inactive = inactive_inputs(rt.catalog, [ObjectName.parse(b, allow_reserved=True) for b in base_tables])
     if inactive:
         raise AnalysisError(
-            f"cannot activate '{stmt.name}': its input materialized view {inactive[0]} is inactive; "
-            "activate that one first"
+            f"cannot activate '{name}': its input materialized view {inactive[0]} is inactive; activate that one first"
         )
-    # ACTIVE: re-analyse against the base tables as they are now.
-    reason = None
+    reason = _activation_problem(rt, name, definition, base_tables)
+    with rt.catalog.transaction() as s:
+        if reason is not None:
+            raise AnalysisError(f"cannot activate '{name}': {reason}")
+        # Forget the version map and positions: the next refresh is a full one.
+        rt.catalog.versions.apply(s, object_id, 0, [], [], replace_all=True)
+        rt.catalog.positions.clear(s, object_id)
+        rt.catalog.objects.set_fields(
+            s, object_id, is_active=True, inactive_reason=None, last_success_run_id=None, updated_at=utcnow()
+        )
+    return f"materialized view '{name}' is active; the next refresh is a full refresh"
+
+
+def _activation_problem(rt: Runtime, name: ObjectName, definition: str, base_tables: list[str]) -> str | None:
+    """Why the MV cannot be re-activated against its base tables as they are now (a
+    missing base table, a schema problem, changed output columns), or None."""
     try:
         for base in base_tables:
             if not _exists(rt, ObjectName.parse(base, allow_reserved=True)):
@@ -383,19 +417,10 @@ def alter_materialized_view(rt: Runtime, stmt: AlterMaterializedView) -> str:
         if problem is not None:
             raise AnalysisError(problem)
         new_schema = query_schema(rt, definition)
-        table_schema = rt.iceberg.load(stmt.name).schema().as_arrow()
+        table_schema = rt.iceberg.load(name).schema().as_arrow()
         visible = [f.name.lower() for f in table_schema if not f.name.lower().startswith(HIDDEN_COLUMN_PREFIX)]
         if [f.name.lower() for f in new_schema] != visible:
             raise AnalysisError("the query's output columns changed")
     except SparkMvError as exc:
-        reason = str(exc)
-    with rt.catalog.transaction() as s:
-        if reason is not None:
-            raise AnalysisError(f"cannot activate '{stmt.name}': {reason}")
-        # Forget the version map and positions: the next refresh is a full one.
-        rt.catalog.versions.apply(s, object_id, 0, [], [], replace_all=True)
-        rt.catalog.positions.clear(s, object_id)
-        rt.catalog.objects.set_fields(
-            s, object_id, is_active=True, inactive_reason=None, last_success_run_id=None, updated_at=utcnow()
-        )
-    return f"materialized view '{stmt.name}' is active; the next refresh is a full refresh"
+        return str(exc)
+    return None
