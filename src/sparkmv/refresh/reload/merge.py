@@ -140,6 +140,22 @@ def merge_batch(
     schema = _schema(spark, tdef)
     s = _read(spark, staged_files, schema, "s__")
     t = _read(spark, table_files, schema, "t__")
+    merged = _merged_rows(tdef, s, t).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        results = _merged_counts(merged, vnodes)
+        changed = sorted(v for v, r in results.items() if r.changed)
+        if not changed:
+            return BatchResult(results, [], 0)
+        return _write_merged(tdef, run_id, merged, results, changed, directory, changelog_dir)
+    finally:
+        merged.unpersist()
+
+
+def _merged_rows(tdef: TableDef, s: DataFrame, t: DataFrame) -> DataFrame:
+    """The full outer join of staged rows ``s`` and table rows ``t`` (columns prefixed
+    ``s__`` / ``t__``) on the primary key: the kept values of the declared columns,
+    ``_vnode``, ``op`` (I / U / D or NULL), ``__keep`` (the key is in the source) and the
+    old values (``__smv_old_<i>``) of updated and deleted rows."""
     cond = reduce(lambda a, b: a & b, [F.col(f"s__{k}") == F.col(f"t__{k}") for k in tdef.primary_key])
     j = s.join(t, cond, "full_outer")
     in_s = F.col("s__present").isNotNull()
@@ -157,41 +173,47 @@ def merge_batch(
             return F.coalesce(F.col(f"s__{name}"), F.col(f"t__{name}"))
         return F.when(keep_source, F.col(f"s__{name}")).otherwise(F.col(f"t__{name}"))
 
-    merged = j.select(
+    return j.select(
         *[value(c.name).alias(c.name) for c in tdef.columns],
         F.coalesce(F.col(f"s__{VNODE_COLUMN}"), F.col(f"t__{VNODE_COLUMN}")).alias(VNODE_COLUMN),
         op.alias("op"),
         in_s.alias("__keep"),
         # the old row of an update or delete (NULL otherwise: cheap to cache)
         *[F.when(op.isin("U", "D"), F.col(f"t__{c.name}")).alias(f"{_OLD}{i}") for i, c in enumerate(tdef.columns)],
-    ).persist(StorageLevel.MEMORY_AND_DISK)
-    try:
-        results = _merged_counts(merged, vnodes)
-        changed = sorted(v for v, r in results.items() if r.changed)
-        if not changed:
-            return BatchResult(results, [], 0)
-        new = merged.where(F.col("op").isin("I", "U"))
-        old = merged.where(F.col("op").isin("U", "D")).select(
-            F.col("op"), *[F.col(f"{_OLD}{i}").alias(c.name) for i, c in enumerate(tdef.columns)]
-        )
-        log = changelog_frame(tdef, run_id, new, old)
-        log_out = write_staged(log, warehouse.join(changelog_dir, CHANGELOG_LEAF), None, max_files=2)
-        table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
-            *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
-        )
-        # written straight from the join's tasks (no extra shuffle): at most one file per
-        # task and changed vnode
-        table_dir = warehouse.join(directory, "table")
-        table.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(
-            PARTITION_COPY
-        ).parquet(warehouse.spark_path(table_dir))
-        table_out = collect_staged(table_dir)
-        for uri in table_out.files:
-            vnode = int(warehouse.name(warehouse.parent(uri)).split("=", 1)[1])
-            results[vnode].files.append(uri)
-        return BatchResult(results, log_out.files, log_out.rows)
-    finally:
-        merged.unpersist()
+    )
+
+
+def _write_merged(
+    tdef: TableDef,
+    run_id: int,
+    merged: DataFrame,
+    results: dict[int, VnodeResult],
+    changed: list[int],
+    directory: str,
+    changelog_dir: str,
+) -> BatchResult:
+    """Write the changelog of ``merged`` and the new table files of the ``changed`` vnodes
+    (into ``results``' files)."""
+    new = merged.where(F.col("op").isin("I", "U"))
+    old = merged.where(F.col("op").isin("U", "D")).select(
+        F.col("op"), *[F.col(f"{_OLD}{i}").alias(c.name) for i, c in enumerate(tdef.columns)]
+    )
+    log = changelog_frame(tdef, run_id, new, old)
+    log_out = write_staged(log, warehouse.join(changelog_dir, CHANGELOG_LEAF), None, max_files=2)
+    table = merged.where(F.col("__keep") & F.col(VNODE_COLUMN).isin(changed)).select(
+        *[F.col(f"`{c.name}`") for c in tdef.columns], F.col(VNODE_COLUMN)
+    )
+    # written straight from the join's tasks (no extra shuffle): at most one file per
+    # task and changed vnode
+    table_dir = warehouse.join(directory, "table")
+    table.withColumn(PARTITION_COPY, F.col(VNODE_COLUMN)).write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(
+        warehouse.spark_path(table_dir)
+    )
+    table_out = collect_staged(table_dir)
+    for uri in table_out.files:
+        vnode = int(warehouse.name(warehouse.parent(uri)).split("=", 1)[1])
+        results[vnode].files.append(uri)
+    return BatchResult(results, log_out.files, log_out.rows)
 
 
 def _merged_counts(merged: DataFrame, vnodes: list[int]) -> dict[int, VnodeResult]:
@@ -226,7 +248,7 @@ def _old_rows(
         files = [f for v in vnodes for f in table_by_vnode.get(v, [])]
     else:
         files = table_files if vnodes else []
-    t = spark.read.schema(schema).parquet(*_spark_paths(files)) if files else spark.createDataFrame([], schema)
+    t = _read_files(spark, schema, files)
     keys = [c for c in changes.columns if c not in ("op", VNODE_COLUMN)]
     return t.where(F.col(VNODE_COLUMN).isin(vnodes)).join(
         F.broadcast(changes.where(F.col("op") != "I").drop(VNODE_COLUMN)), keys, "inner"
@@ -264,16 +286,35 @@ def _merge_overwrite(
     """
     schema = _schema(spark, tdef)
     staged_files = [f for v in vnodes for f in staged_by_vnode.get(v, ([], 0))[0]]
-    s = (
-        spark.read.schema(schema).parquet(*_spark_paths(staged_files))
-        if staged_files
-        else spark.createDataFrame([], schema)
-    )
-    t = (
-        spark.read.schema(schema).parquet(*_spark_paths(table_files))
-        if table_files
-        else spark.createDataFrame([], schema)
-    )
+    s = _read_files(spark, schema, staged_files)
+    t = _read_files(spark, schema, table_files)
+    changes = _narrow_changes(tdef, s, t).persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        results = _overwrite_counts(changes, vnodes, staged_by_vnode)
+        changed = [v for v, r in results.items() if r.changed]
+        if not changed:
+            return BatchResult(results, [], 0)
+        new = s.join(F.broadcast(changes.where(F.col("op") != "D").drop(VNODE_COLUMN)), tdef.primary_key, "inner")
+        retracted = sorted(v for v in changed if results[v].updated or results[v].deleted)
+        old = _old_rows(spark, schema, changes, retracted, table_files, table_by_vnode)
+        log = changelog_frame(tdef, run_id, new, old)
+        log_out = write_staged(log, warehouse.join(changelog_dir, CHANGELOG_LEAF), None, max_files=2)
+        for v in changed:
+            results[v].files = list(staged_by_vnode.get(v, ([], 0))[0])
+        return BatchResult(results, log_out.files, log_out.rows)
+    finally:
+        changes.unpersist()
+
+
+def _read_files(spark: SparkSession, schema: StructType, files: list[str]) -> DataFrame:
+    """The rows of Parquet ``files`` read with ``schema`` (an empty frame when none)."""
+    return spark.read.schema(schema).parquet(*_spark_paths(files)) if files else spark.createDataFrame([], schema)
+
+
+def _narrow_changes(tdef: TableDef, s: DataFrame, t: DataFrame) -> DataFrame:
+    """The changed keys of an ``OVERWRITE`` merge of staged rows ``s`` into table rows
+    ``t``: primary key columns, ``_vnode`` and ``op`` (I / U / D), from a full outer join
+    of narrow rows (key, vnode, two hashes of the values)."""
     values = tdef.value_columns
     pk = tdef.primary_key
 
@@ -290,33 +331,22 @@ def _merge_overwrite(
     in_s, in_t = F.col("s__vn").isNotNull(), F.col("t__vn").isNotNull()
     differs = (F.col("s__h1") != F.col("t__h1")) | (F.col("s__h2") != F.col("t__h2"))
     op = F.when(~in_t, "I").when(~in_s, "D").when(differs, "U")
-    changes = (
-        j.select(
-            *[F.coalesce(F.col(f"s__{k}"), F.col(f"t__{k}")).alias(k) for k in pk],
-            F.coalesce(F.col("s__vn"), F.col("t__vn")).alias(VNODE_COLUMN),
-            op.alias("op"),
-        )
-        .where(F.col("op").isNotNull())
-        .persist(StorageLevel.MEMORY_AND_DISK)
-    )
-    try:
-        results = {v: VnodeResult(rows=staged_by_vnode.get(v, ([], 0))[1]) for v in vnodes}
-        for row in changes.groupBy(VNODE_COLUMN, "op").count().collect():
-            r = results[int(row[VNODE_COLUMN])]
-            setattr(r, {"I": "inserted", "U": "updated", "D": "deleted"}[row["op"]], int(row["count"]))
-        changed = [v for v, r in results.items() if r.changed]
-        if not changed:
-            return BatchResult(results, [], 0)
-        new = s.join(F.broadcast(changes.where(F.col("op") != "D").drop(VNODE_COLUMN)), pk, "inner")
-        retracted = sorted(v for v in changed if results[v].updated or results[v].deleted)
-        old = _old_rows(spark, schema, changes, retracted, table_files, table_by_vnode)
-        log = changelog_frame(tdef, run_id, new, old)
-        log_out = write_staged(log, warehouse.join(changelog_dir, CHANGELOG_LEAF), None, max_files=2)
-        for v in changed:
-            results[v].files = list(staged_by_vnode.get(v, ([], 0))[0])
-        return BatchResult(results, log_out.files, log_out.rows)
-    finally:
-        changes.unpersist()
+    return j.select(
+        *[F.coalesce(F.col(f"s__{k}"), F.col(f"t__{k}")).alias(k) for k in pk],
+        F.coalesce(F.col("s__vn"), F.col("t__vn")).alias(VNODE_COLUMN),
+        op.alias("op"),
+    ).where(F.col("op").isNotNull())
+
+
+def _overwrite_counts(
+    changes: DataFrame, vnodes: list[int], staged_by_vnode: dict[int, tuple[list[str], int]]
+) -> dict[int, VnodeResult]:
+    """Per-vnode I/U/D counts of ``changes``; a vnode's rows are its staged rows."""
+    results = {v: VnodeResult(rows=staged_by_vnode.get(v, ([], 0))[1]) for v in vnodes}
+    for row in changes.groupBy(VNODE_COLUMN, "op").count().collect():
+        r = results[int(row[VNODE_COLUMN])]
+        setattr(r, {"I": "inserted", "U": "updated", "D": "deleted"}[row["op"]], int(row["count"]))
+    return results
 
 
 def _spark_paths(files: list[str]) -> list[str]:
