@@ -261,7 +261,7 @@ def report(figures: dict[str, Any]) -> str:
             f"in one process; 1-minute load average {figures['load'][0]:.1f} before and {figures['load'][1]:.1f} "
             "after the timed steps.",
             f"Data: external pyiceberg SQL catalog (SQLite), `lake.db.events` partitioned by `days(ts)`: "
-            f"{'all rows' if figures['sample'] == 1 else f'every {figures['sample']}th row'} of TPC-H SF1 "
+            f"{'all rows' if figures['sample'] == 1 else 'every ' + str(figures['sample']) + 'th row'} of TPC-H SF1 "
             f"`lineitem`, {figures['rows']:,} rows, ts = ship date "
             f"(1992-01-02 .. 1998-12-01), {figures['days']:,} day partitions, {figures['data_bytes'] / 1e6:.0f} MB "
             f"of Parquet (written by pyiceberg in {BATCHES} appends, {figures['write_s']:.0f} s). MV `monthly` "
