@@ -54,6 +54,7 @@ format: install
 
 bench: install
 	$(BIN)/python bench/bench_pct.py
+	$(BIN)/python bench/bench_iceberg_pct.py
 	$(BIN)/python bench/bench_incremental.py
 	$(BIN)/python bench/bench_resume.py --repeat 2 --write
 	$(BIN)/python bench/bench_reload.py --append-results

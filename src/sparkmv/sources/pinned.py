@@ -7,7 +7,7 @@ also after a resume, reads exactly these files. Plain Python (no Spark), JSON-ab
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
 from urllib.parse import unquote
@@ -58,6 +58,18 @@ class PinnedPartition:
     rows: int | None = None
     file_stats: list[list[int]] | None = None
     delete_files: int = 0
+
+
+_PARTITION_FIELDS = fields(PinnedPartition)
+
+
+def _plain(value: Any) -> Any:
+    """``value`` with its lists and dicts copied (leaves are str, int, float, bool or None)."""
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 @dataclass(frozen=True)
@@ -111,7 +123,13 @@ class PinnedTable:
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (stored in the run's plan)."""
-        return asdict(self)
+        # Not dataclasses.asdict: it deep-copies every string, ~0.2 s per run for a table of
+        # 2,500 partitions (an external Iceberg table by day); every leaf here is immutable.
+        out = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "partitions"}
+        out["partitions"] = {
+            k: {f.name: _plain(getattr(p, f.name)) for f in _PARTITION_FIELDS} for k, p in self.partitions.items()
+        }
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> PinnedTable:
