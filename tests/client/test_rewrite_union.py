@@ -180,3 +180,31 @@ def test_unpartitioned_mv_is_not_compensated(uc: Client) -> None:
     ), result.reasons
     assert result.mvs == [ObjectName("default", "by_month")]  # the partitioned MV, compensated
     _same_as_base(uc, sql)
+
+
+def test_small_mvs_are_read_in_memory_on_the_tiny_input_session(uc: Client, monkeypatch: pytest.MonkeyPatch) -> None:
+    from sparkmv.refresh import small_mv
+
+    root: Path = uc.root  # type: ignore[attr-defined]
+    sql = MONTH_QUERIES[1]
+    uc.sql("REFRESH MATERIALIZED VIEW by_month", raise_on_failure=True)
+    tiny = small_mv.tiny_session(uc.spark)
+    assert tiny is not None and tiny is not uc.spark and tiny is small_mv.tiny_session(uc.spark)
+    assert tiny.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert uc.spark.conf.get("spark.sql.adaptive.enabled") == "true"  # the parent's settings untouched
+    through = uc.sql(sql)
+    assert through.sparkSession is tiny
+    assert "LocalTableScan" in through._jdf.queryExecution().executedPlan().toString()
+    _same_as_base(uc, sql)
+    held = small_mv._VIEWS[tiny]["default.by_month"][-1]
+    # A new snapshot replaces the in-memory copy: the rows just written are in the answer.
+    write_partition(root / "li", "l_month", "1995-01", _li("1995-01", 4, 800), file="part-9.parquet")
+    assert uc.sql(sql).sparkSession is uc.spark  # stale: compensated from base, regular session
+    uc.sql("REFRESH MATERIALIZED VIEW by_month", raise_on_failure=True)
+    assert uc.rewrite(sql).compensations == []
+    _same_as_base(uc, sql)
+    assert small_mv._VIEWS[tiny]["default.by_month"][-1][2] != held[2]
+    # Above the size threshold: the MV's files are read on the regular session, same rows.
+    monkeypatch.setattr(small_mv, "SMALL_MV_ROWS", 0)
+    assert uc.sql(sql).sparkSession is uc.spark
+    _same_as_base(uc, sql)

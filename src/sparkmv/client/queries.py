@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from sparkmv.client.system_tables import SYSTEM_TABLES, system_table
 from sparkmv.errors import ObjectNotFoundError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.analyze import base_dataframe, mv_with_state, run_select
+from sparkmv.refresh.analyze import base_dataframe, mv_with_state, run_over_small_mvs, run_select
 from sparkmv.refresh.runtime import Runtime
 
 if TYPE_CHECKING:
@@ -42,12 +42,17 @@ def run_query(rt: Runtime, sql: str, schema_only: bool = False) -> DataFrame:
 
 def run_rewritten(rt: Runtime, sql: str, mvs: list[ObjectName]) -> DataFrame:
     """Run a rewritten SELECT (:mod:`sparkmv.services.rewrite`): the ``mvs`` it reads are
-    read with their hidden state columns, everything else as by :func:`run_query`.
+    read with their hidden state columns, everything else as by :func:`run_query`. When it
+    reads only small MVs, it runs over in-memory copies of them on a Spark session for tiny
+    inputs (:func:`sparkmv.refresh.analyze.run_over_small_mvs`).
 
     Raises:
         AnalysisError, ObjectNotFoundError: as :func:`run_query`.
     """
     used = set(mvs)
+    small = run_over_small_mvs(rt, sql, used)  # small MVs: in memory, on a session for tiny inputs
+    if small is not None:
+        return small
 
     def read(rt: Runtime, name: ObjectName, empty: bool) -> DataFrame:
         return mv_with_state(rt, name, empty) if name in used else table_dataframe(rt, name, empty)

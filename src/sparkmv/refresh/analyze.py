@@ -40,6 +40,17 @@ def mv_with_state(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFra
     Raises:
         ObjectNotFoundError: when the MV's table does not exist.
     """
+    df = _mv_snapshot(rt, name)[1]
+    return rt.spark.createDataFrame([], df.schema) if empty else df
+
+
+def _mv_snapshot(rt: Runtime, name: ObjectName) -> tuple[Any, DataFrame]:
+    """MV ``name``'s pyiceberg table and the (cached) DataFrame over its current snapshot's
+    files, hidden state columns included.
+
+    Raises:
+        ObjectNotFoundError: when the MV's table does not exist.
+    """
     from sparkmv.sources import iceberg
 
     if not rt.iceberg.exists(name):
@@ -50,12 +61,36 @@ def mv_with_state(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFra
     cached = frames.get(name.qualified)
     key = (snapshot.snapshot_id if snapshot is not None else -1, table.metadata.current_schema_id)
     if cached is not None and cached[:2] == key:
-        df = cached[2]
-    else:
-        df = read_pinned(rt.spark, iceberg.pin(name.qualified, table, hidden=True))
-        if snapshot is not None:
-            frames[name.qualified] = (*key, df)
-    return rt.spark.createDataFrame([], df.schema) if empty else df
+        return table, cached[2]
+    df = read_pinned(rt.spark, iceberg.pin(name.qualified, table, hidden=True))
+    if snapshot is not None:
+        frames[name.qualified] = (*key, df)
+    return table, df
+
+
+def run_over_small_mvs(rt: Runtime, sql: str, mvs: set[ObjectName]) -> DataFrame | None:
+    """Run rewritten SELECT ``sql`` over in-memory copies of the MVs it reads, on the session
+    for tiny inputs (:mod:`sparkmv.refresh.small_mv`), when every table it reads is one of
+    ``mvs`` and each is small; None otherwise (or on Spark Connect): run it the regular way.
+
+    Raises:
+        ParseError, ObjectNotFoundError, AnalysisError: as :func:`run_select`.
+    """
+    from sparkmv.refresh.small_mv import is_small, local_view, tiny_session
+
+    session = tiny_session(rt.spark)
+    query = parse_query(sql)
+    names = referenced_tables(query)
+    if session is None or not names or not set(names) <= mvs:
+        return None
+    snapshots = [(name, *_mv_snapshot(rt, name)) for name in names]
+    if not all(is_small(table) for _, table, _ in snapshots):
+        return None
+    views = {name: local_view(session, name.qualified, table, df) for name, table, df in snapshots}
+    try:
+        return session.sql(bind_tables(query, views))
+    except PySparkException as exc:
+        raise AnalysisError(spark_error_text(exc)) from exc
 
 
 def base_dataframe(rt: Runtime, name: ObjectName, empty: bool = False) -> DataFrame:
