@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import write_results  # noqa: E402 (bench/ is put on the path above)
+from results import cpu_clock, timed, write_results  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## PCT over an external Iceberg table (issue 16)"
 CHANGED_DAY = dt.date(1995, 6, 15)
@@ -137,24 +137,6 @@ def _matches(client: Any, table: Any) -> bool:
     return got == _expected(table)
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - started
-
-
-def _cpu_clock(spark: Any) -> Any:
-    """CPU seconds used so far by this Python process and the local Spark JVM."""
-    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def clock() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / tick + time.process_time()
-
-    return clock
-
-
 def _days_after(first: dt.date, n: int) -> list[dt.date]:
     """``first`` and the same day of the next ``n - 1`` months (a different MV partition each)."""
     return [
@@ -184,17 +166,17 @@ def run(data: Path, work: Path, sample: int = 1, repeat: int = 3, warmup: int = 
             'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
             f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
         )
-        created, create_s = _timed(
+        created, create_s = timed(
             lambda: client.execute(f"CREATE MATERIALIZED VIEW monthly PARTITION BY m AS {QUERY}").run
         )
         assert created is not None and created.state == "SUCCESS", created
         months = created.partitions_done
         client.sql("ALTER MATERIALIZED VIEW monthly SET PROPERTIES ('refresh_mode' = 'PCT')")
-        cpu = _cpu_clock(spark)
+        cpu = cpu_clock(spark)
         warm_s: list[float] = []
         for day in _days_after(WARMUP_DAY, warmup):
             _change_one_day(table, events, day)
-            warm_s.append(_timed(lambda: _pct_refresh(client))[1])
+            warm_s.append(timed(lambda: _pct_refresh(client))[1])
 
         load_before = os.getloadavg()[0]
         pct_s: list[float] = []
@@ -202,7 +184,7 @@ def run(data: Path, work: Path, sample: int = 1, repeat: int = 3, warmup: int = 
         for day in _days_after(CHANGED_DAY, repeat):
             added = _change_one_day(table, events, day)
             started_cpu = cpu()
-            pct, seconds = _timed(lambda: _pct_refresh(client))
+            pct, seconds = timed(lambda: _pct_refresh(client))
             pct_cpu.append(cpu() - started_cpu)
             pct_s.append(seconds)
         pct_ok = _matches(client, table)
@@ -212,7 +194,7 @@ def run(data: Path, work: Path, sample: int = 1, repeat: int = 3, warmup: int = 
         full_cpu: list[float] = []
         for _ in range(repeat):
             started_cpu = cpu()
-            full, seconds = _timed(lambda: client.refresh("monthly", force=True))
+            full, seconds = timed(lambda: client.refresh("monthly", force=True))
             full_cpu.append(cpu() - started_cpu)
             full_s.append(seconds)
             assert (full.state, full.mode) == ("SUCCESS", "FULL"), full

@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import write_results  # noqa: E402 (bench/ is put on the path above)
+from results import cpu_clock, timed, write_results  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Partition change tracking (issue 4)"
 CHANGED_MONTH = "1995-06"
@@ -90,24 +90,6 @@ def _matches(client: Any, mv: str) -> bool:
     return table.exceptAll(expected).count() == 0 and expected.exceptAll(table).count() == 0
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - started
-
-
-def _cpu_clock(spark: Any) -> Any:
-    """CPU seconds used so far by this Python process and the local Spark JVM."""
-    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
-    tick = os.sysconf("SC_CLK_TCK")
-
-    def clock() -> float:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / tick + time.process_time()
-
-    return clock
-
-
 def _months_after(months: list[str], first: str, n: int) -> list[str]:
     start = months.index(f"l_shipmonth={first}")
     return [m.split("=", 1)[1] for m in months[start : start + n]]
@@ -128,17 +110,17 @@ def run(data: Path, work: Path, repeat: int = 3, warmup: int = 1) -> dict[str, A
     client = Client(home=work / "home", spark=spark)
     try:
         client.sql(f"CREATE EXTERNAL TABLE lineitem USING parquet LOCATION '{lineitem}'")
-        created, create_s = _timed(
+        created, create_s = timed(
             lambda: client.execute(f"CREATE MATERIALIZED VIEW q1 PARTITION BY l_shipmonth AS {Q1}").run
         )
         assert created is not None and created.state == "SUCCESS", created
         # PCT explicitly: under AUTO an append-only change is refreshed INCREMENTAL.
         client.sql("ALTER MATERIALIZED VIEW q1 SET PROPERTIES ('refresh_mode' = 'PCT')")
-        cpu = _cpu_clock(spark)
+        cpu = cpu_clock(spark)
         warm_s: list[float] = []
         for month in _months_after(months, WARMUP_MONTH, warmup):
             _change_one_month(lineitem, month)
-            first, seconds = _timed(lambda: client.refresh("q1"))
+            first, seconds = timed(lambda: client.refresh("q1"))
             assert (first.state, first.mode, first.partitions_done) == ("SUCCESS", "PCT", 1), first
             warm_s.append(seconds)
 
@@ -148,7 +130,7 @@ def run(data: Path, work: Path, repeat: int = 3, warmup: int = 1) -> dict[str, A
         for month in _months_after(months, CHANGED_MONTH, repeat):
             added = _change_one_month(lineitem, month)
             started_cpu = cpu()
-            pct, seconds = _timed(lambda: client.refresh("q1"))
+            pct, seconds = timed(lambda: client.refresh("q1"))
             pct_cpu.append(cpu() - started_cpu)
             pct_s.append(seconds)
             assert (pct.state, pct.mode, pct.partitions_done) == ("SUCCESS", "PCT", 1), pct
@@ -159,7 +141,7 @@ def run(data: Path, work: Path, repeat: int = 3, warmup: int = 1) -> dict[str, A
         full_cpu: list[float] = []
         for _ in range(repeat):
             started_cpu = cpu()
-            full, seconds = _timed(lambda: client.refresh("q1", force=True))
+            full, seconds = timed(lambda: client.refresh("q1", force=True))
             full_cpu.append(cpu() - started_cpu)
             full_s.append(seconds)
             assert (full.state, full.mode) == ("SUCCESS", "FULL"), full
@@ -168,7 +150,7 @@ def run(data: Path, work: Path, repeat: int = 3, warmup: int = 1) -> dict[str, A
 
         noop_times = []
         for _ in range(5):
-            noop, noop_s = _timed(lambda: client.refresh("q1"))
+            noop, noop_s = timed(lambda: client.refresh("q1"))
             assert (noop.state, noop.reason) == ("SKIPPED", "up to date"), noop
             noop_times.append(noop_s)
         return {

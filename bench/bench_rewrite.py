@@ -35,7 +35,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import write_results  # noqa: E402 (bench/ is put on the path above)
+from results import timed, write_results  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Query rewrite (issue 15)"
 Q1_AGGS = """sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
@@ -89,12 +88,6 @@ QUERIES: dict[str, str] = {
 }
 
 
-def _timed(fn: Any) -> tuple[Any, float]:
-    started = time.perf_counter()
-    out = fn()
-    return out, time.perf_counter() - started
-
-
 def _norm(value: Any) -> Any:
     if isinstance(value, float) and not math.isnan(value):
         return float(f"{value:.9g}")  # doubles summed in another order: equal to 1e-9 relative
@@ -118,7 +111,7 @@ def _build(client: Any, layout: Any) -> dict[str, float]:
     create_objects(client, layout)
     built = {}
     for name in DEMO_MVS:
-        run, seconds = _timed(lambda name=name: client.refresh(name, raise_on_failure=True))
+        run, seconds = timed(lambda name=name: client.refresh(name, raise_on_failure=True))
         assert run.state == "SUCCESS", run
         built[name] = seconds
     return built
@@ -148,13 +141,13 @@ def _one_query(client: Any, name: str, sql: str, repeat: int) -> dict[str, Any]:
         raise SystemExit(f"{name}: the rewritten result differs from the result without rewrite")
     on, off, analysis, planning, execution = [], [], [], [], []
     for _ in range(repeat):
-        rows, seconds = _timed(through)
+        rows, seconds = timed(through)
         on.append(seconds)
-        off.append(_timed(base)[1])
-        analysis.append(_timed(lambda: rewrite(client.runtime, sql, count=False))[1])
-        planned, seconds = _timed(lambda: _rewritten_frame(client, plan))
+        off.append(timed(base)[1])
+        analysis.append(timed(lambda: rewrite(client.runtime, sql, count=False))[1])
+        planned, seconds = timed(lambda: _rewritten_frame(client, plan))
         planning.append(seconds)
-        execution.append(_timed(planned.collect)[1])
+        execution.append(timed(planned.collect)[1])
     if _rows(rows) != _rows(base_rows):
         raise SystemExit(f"{name}: the rewritten result differs from the result without rewrite")
     return {
@@ -190,7 +183,7 @@ def run(data: Path, work: Path, repeat: int = 3) -> dict[str, Any]:
         load_before = os.getloadavg()[0]
         queries = [_one_query(client, name, sql, repeat) for name, sql in QUERIES.items()]
         load_after = os.getloadavg()[0]
-        floor = statistics.median(_timed(lambda: spark.sql("SELECT 1").collect())[1] for _ in range(5))
+        floor = statistics.median(timed(lambda: spark.sql("SELECT 1").collect())[1] for _ in range(5))
         counts = client.execute(
             "SELECT mv, rewrite_class, count(*) AS n FROM sparkmv.rewrite_log GROUP BY mv, rewrite_class "
             "ORDER BY mv, rewrite_class",

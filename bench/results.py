@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "RESULTS.md"
 
@@ -19,3 +23,23 @@ def write_results(entry: str, section: str, path: Path = RESULTS) -> None:
         end = len(text) if following < 0 else following + 1
         text = text[:end].rstrip("\n") + f"\n\n{entry}\n" + text[end:]
     path.write_text(text.rstrip("\n") + "\n")
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """``fn()`` and the wall-clock seconds it took."""
+    started = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - started
+
+
+def cpu_clock(spark: Any) -> Callable[[], float]:
+    """A clock of the CPU seconds used so far by this Python process and the local Spark JVM
+    (user + system, from ``/proc/<pid>/stat``)."""
+    pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+    tick = os.sysconf("SC_CLK_TCK")
+
+    def clock() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / tick + time.process_time()
+
+    return clock
