@@ -22,6 +22,7 @@ from sparkmv.names import ObjectName
 from sparkmv.refresh.lifecycle import spark_error_text
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.resolve import pin_base, read_pinned
+from sparkmv.storage.iceberg import snapshot_key
 from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
 
 _views = itertools.count()
@@ -56,14 +57,13 @@ def _mv_snapshot(rt: Runtime, name: ObjectName) -> tuple[Any, DataFrame]:
     if not rt.iceberg.exists(name):
         raise ObjectNotFoundError(f"table or view '{name}' does not exist")
     table = rt.iceberg.load(name)
-    snapshot = table.current_snapshot()
     frames = _MV_FRAMES.setdefault(rt.spark, {})
     cached = frames.get(name.qualified)
-    key = (snapshot.snapshot_id if snapshot is not None else -1, table.metadata.current_schema_id)
+    key = snapshot_key(table)
     if cached is not None and cached[:2] == key:
         return table, cached[2]
     df = read_pinned(rt.spark, iceberg.pin(name.qualified, table, hidden=True))
-    if snapshot is not None:
+    if key[0] != -1:
         frames[name.qualified] = (*key, df)
     return table, df
 

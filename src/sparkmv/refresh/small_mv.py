@@ -30,6 +30,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
+from sparkmv.storage.iceberg import snapshot_key
 from sparkmv.storage.spark import is_connect
 
 SMALL_MV_ROWS = 100_000
@@ -90,8 +91,7 @@ def local_view(session: SparkSession, qualified: str, table: Any, files_frame: D
     The view of the snapshot before is kept (a query that picked it just before the MV moved
     on may still be resolving it); the one before that is dropped with its rows.
     """
-    snapshot = table.current_snapshot()
-    key = (snapshot.snapshot_id if snapshot is not None else -1, table.metadata.current_schema_id)
+    key = snapshot_key(table)
     with _lock:
         views = _VIEWS.setdefault(session, {})
         held = views.get(qualified, [])

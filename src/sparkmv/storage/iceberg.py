@@ -86,6 +86,14 @@ def partition_text(value: Any) -> str | None:
     return partition_values.to_text(value)
 
 
+def snapshot_key(table: Table) -> tuple[int, int]:
+    """``(current snapshot id, current schema id)`` of pyiceberg ``table`` (snapshot id -1
+    when it has none): what a copy of the table's current data is valid for, since an
+    Iceberg snapshot's files never change."""
+    snapshot = table.current_snapshot()
+    return (snapshot.snapshot_id if snapshot is not None else -1, table.metadata.current_schema_id)
+
+
 class IcebergStore:
     """Create, read and commit Iceberg tables of the ``sparkmv`` catalog.
 
