@@ -3,9 +3,7 @@ connections (SQLite and PostgreSQL), drop/create round trips, duplicate names.""
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 
 import pytest
@@ -17,6 +15,7 @@ from sparkmv.catalog.models import ObjectRow, ProgressRow, TaskRunRow, VersionRo
 from sparkmv.catalog.versions import VersionEntry
 from sparkmv.errors import BusyError, CatalogError, LeaseLostError, ObjectExistsError, ObjectNotFoundError
 from sparkmv.names import ObjectName
+from tests.catalog.lock_waits import LockWaiter
 
 SMV_TABLES = {"smv_objects", "smv_task_runs", "smv_refresh_progress", "smv_version_map", "smv_control"}
 MV = ObjectName("default", "mv1")
@@ -168,16 +167,14 @@ def test_begin_refresh_twice_raises_busy_naming_state_and_run(catalogs: tuple[Ca
     assert (row.state, row.current_run_id, row.lease_owner) == ("REFRESHING", run1, "host:1")
 
 
-def _begin_refresh_into(
-    catalog: Catalog, object_id: int, run_id: int, owner: str, result: list[BaseException | None]
-) -> None:
-    """``begin_refresh`` in its own transaction; appends None or the exception to ``result``."""
-    try:
+def _begin_refresh(catalog: Catalog, object_id: int, run_id: int, owner: str) -> Callable[[], None]:
+    """``begin_refresh`` of ``run_id`` for ``owner`` in its own transaction on ``catalog``."""
+
+    def work() -> None:
         with catalog.transaction() as s:
             catalog.objects.begin_refresh(s, catalog.objects.by_id(s, object_id), run_id, owner, 30)
-        result.append(None)
-    except BaseException as exc:
-        result.append(exc)
+
+    return work
 
 
 def test_concurrent_begin_refresh_one_wins(catalogs: tuple[Catalog, Catalog]) -> None:
@@ -185,21 +182,14 @@ def test_concurrent_begin_refresh_one_wins(catalogs: tuple[Catalog, Catalog]) ->
     a, b = catalogs
     object_id = _mv(a)
     run_a, run_b = _run(a, object_id), _run(a, object_id)
-    b_result: list[BaseException | None] = []
-
-    def refresh_b() -> None:
-        _begin_refresh_into(b, object_id, run_b, "host:b", b_result)
+    waiter = LockWaiter(b, _begin_refresh(b, object_id, run_b, "host:b"))
 
     with a.transaction() as s:
         a.objects.begin_refresh(s, a.objects.by_id(s, object_id), run_a, "host:a", 30)
-        thread = threading.Thread(target=refresh_b)
-        thread.start()
-        time.sleep(0.5)
-        assert thread.is_alive(), "B's compare-and-set must wait for A's transaction"
-    thread.join(30)
-    assert not thread.is_alive()
-    assert len(b_result) == 1 and isinstance(b_result[0], BusyError)
-    assert str(b_result[0]).startswith(f"MV 'mv1' is being refreshed (state REFRESHING, run {run_a}, owner host:a")
+        waiter.start_blocked(a)  # B's compare-and-set waits for A's transaction
+    outcome = waiter.join()
+    assert isinstance(outcome, BusyError)
+    assert str(outcome).startswith(f"MV 'mv1' is being refreshed (state REFRESHING, run {run_a}, owner host:a")
     row = _row(b, object_id)
     assert (row.state, row.current_run_id, row.lease_owner) == ("REFRESHING", run_a, "host:a")
 
@@ -209,21 +199,14 @@ def test_concurrent_begin_refresh_after_rollback_succeeds(catalogs: tuple[Catalo
     a, b = catalogs
     object_id = _mv(a)
     run_a, run_b = _run(a, object_id), _run(a, object_id)
-    b_result: list[BaseException | None] = []
+    waiter = LockWaiter(b, _begin_refresh(b, object_id, run_b, "host:b"))
 
-    def refresh_b() -> None:
-        _begin_refresh_into(b, object_id, run_b, "host:b", b_result)
-
-    thread = threading.Thread(target=refresh_b)
     with pytest.raises(RuntimeError, match=r"^crash$"):
         with a.transaction() as s:
             a.objects.begin_refresh(s, a.objects.by_id(s, object_id), run_a, "host:a", 30)
-            thread.start()
-            time.sleep(0.5)
-            assert thread.is_alive()
+            waiter.start_blocked(a)
             raise RuntimeError("crash")
-    thread.join(30)
-    assert b_result == [None]
+    assert waiter.join() is None
     row = _row(a, object_id)
     assert (row.state, row.current_run_id, row.lease_owner) == ("REFRESHING", run_b, "host:b")
 
@@ -271,26 +254,16 @@ def test_concurrent_transitions_only_one_applies(catalogs: tuple[Catalog, Catalo
     run_id = _run(a, object_id)
     with a.transaction() as s:
         a.objects.begin_refresh(s, a.objects.by_id(s, object_id), run_id, "host:a", 30)
-    results: list[BaseException | None] = []
 
     def finish_b() -> None:
-        try:
-            with b.transaction() as s:
-                b.objects.transition(
-                    s, object_id, run_id, "host:a", RefreshState.REFRESHING, RefreshState.FINISHING, 30
-                )
-            results.append(None)
-        except BaseException as exc:
-            results.append(exc)
+        with b.transaction() as s:
+            b.objects.transition(s, object_id, run_id, "host:a", RefreshState.REFRESHING, RefreshState.FINISHING, 30)
 
-    thread = threading.Thread(target=finish_b)
+    waiter = LockWaiter(b, finish_b)
     with a.transaction() as s:
         a.objects.transition(s, object_id, run_id, "host:a", RefreshState.REFRESHING, RefreshState.IDLE, 30)
-        thread.start()
-        time.sleep(0.5)
-        assert thread.is_alive()
-    thread.join(30)
-    assert len(results) == 1 and isinstance(results[0], LeaseLostError)
+        waiter.start_blocked(a)
+    assert isinstance(waiter.join(), LeaseLostError)
     assert _row(b, object_id).state == "IDLE"
 
 
@@ -363,13 +336,11 @@ def test_concurrent_take_over_one_wins(catalogs: tuple[Catalog, Catalog]) -> Non
         with b.transaction() as s:
             results.append(b.objects.take_over(s, seen_b, "host:b", 600))
 
-    thread = threading.Thread(target=take_b)
+    waiter = LockWaiter(b, take_b)
     with a.transaction() as s:
         assert a.objects.take_over(s, seen_a, "host:a", 600) is True
-        thread.start()
-        time.sleep(0.5)
-        assert thread.is_alive()
-    thread.join(30)
+        waiter.start_blocked(a)
+    assert waiter.join() is None
     assert results == [False]
     assert _row(b, object_id).lease_owner == "host:a"
 
