@@ -32,7 +32,7 @@ demo: install
 	SPARKMV_HOME=.sparkmv-demo $(BIN)/sparkmv demo --scale-factor $${SF:-1} --data data/tpch
 
 test: install lint-imports
-	$(BIN)/python -m pytest -q -p no:cacheprovider
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
 
 # The differential suite against DuckDB with ten times the hypothesis examples.
 test-slow: install
