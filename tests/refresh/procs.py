@@ -36,6 +36,7 @@ WORKER_CONF = {
 QUERY = "SELECT day, k, sum(v) AS s, count(*) AS n FROM events GROUP BY day, k"
 DAYS = [f"2024-01-0{d}" for d in range(1, 7)]
 FAST_LEASE = {"lease_timeout_seconds": "2", "lease_renew_seconds": "1"}
+GO_DEADLINE_SECONDS = 300
 STRICT_2 = {"partition_refresh_strategy": "STRICT", "partition_refresh_number": "2", **FAST_LEASE}
 
 
@@ -177,9 +178,13 @@ def _refresh(argv: list[str]) -> int:
     name, force, table = argv[0], "--force" in argv, "--table" in argv
     go = Path(argv[argv.index("--go") + 1]) if "--go" in argv else None
     client = _client()
-    if go is not None:
+    if go is not None:  # a start line across processes: poll the go file, 10 ms apart
         Path(f"{go}.ready.{os.getpid()}").touch()
+        end = time.monotonic() + GO_DEADLINE_SECONDS
         while not go.exists():
+            if time.monotonic() > end:
+                print(json.dumps({"error": f"no go file {go} within {GO_DEADLINE_SECONDS} s"}))
+                return 1
             time.sleep(0.01)
     started = time.monotonic()
     try:

@@ -4,6 +4,7 @@ pause/resume between chunks, and a throttle changed while the run goes on."""
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
 import time
 from pathlib import Path
@@ -11,7 +12,9 @@ from typing import Any
 
 import pytest
 
+from sparkmv.catalog.clock import utcnow
 from sparkmv.names import ObjectName
+from sparkmv.refresh.lifecycle import chunk_job_group
 from tests.helpers import assert_mv_matches, rows_of
 from tests.refresh.procs import (
     QUERY,
@@ -56,8 +59,8 @@ def test_cancel_during_a_long_chunk(make_client: Any, tmp_path: Path) -> None:
 
     thread, result = _in_background(client)
     run_id = wait_for(lambda: _current_run(client), 60, "the refresh to start")
-    wait_for(lambda: any(c["attempts"] for c in client.chunks(run_id)), 60, "chunk 0 to start")
-    time.sleep(3)  # well inside the Spark job of chunk 0
+    group = chunk_job_group(run_id, 0)
+    wait_for(lambda: _tasks_running(client.runtime.spark, group), 120, f"tasks of Spark job group {group} to run")
     assert not any(c["is_completed"] for c in client.chunks(run_id)), "chunk 0 must still be running"
 
     answer = cli(home, None, "cancel", "mv")  # another process records the CANCEL command
@@ -79,6 +82,19 @@ def test_cancel_during_a_long_chunk(make_client: Any, tmp_path: Path) -> None:
     assert not staging.exists(), "a cancelled run's staging is discarded"
 
 
+def _tasks_running(spark: Any, group: str) -> bool:
+    """True while a Spark job of job group ``group`` runs tasks (classic SparkContext)."""
+    tracker = spark.sparkContext.statusTracker()
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        if job is None or job.status != "RUNNING":
+            continue
+        stages = (tracker.getStageInfo(stage) for stage in job.stageIds)
+        if any(stage is not None and stage.numActiveTasks > 0 for stage in stages):
+            return True
+    return False
+
+
 def _starts(client: Any, run_id: int) -> dict[int, float]:
     """Start time of each completed chunk (checkpoint minus duration), in seconds."""
     return {
@@ -88,7 +104,15 @@ def _starts(client: Any, run_id: int) -> dict[int, float]:
     }
 
 
-def test_pause_resume_and_throttle_while_running(make_client: Any, tmp_path: Path) -> None:
+def _started(client: Any, run_id: int) -> int:
+    """Chunks of the run that began an attempt (recorded in the progress table at start)."""
+    return sum(1 for c in client.chunks(run_id) if c["attempts"])
+
+
+def test_pause_resume_and_throttle_while_running(
+    make_client: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="sparkmv.refresh")
     data = tmp_path / "events"
     write_events(data, 1, days=DAYS_8)
     home = tmp_path / "home"
@@ -102,25 +126,30 @@ def test_pause_resume_and_throttle_while_running(make_client: Any, tmp_path: Pat
     wait_for(lambda: len(_starts(client, run_id)) >= 1, 60, "the first chunk")
     answer = cli(home, None, "pause", "mv")
     assert answer.returncode == 0 and f"pause requested for run {run_id}" in answer.stdout, answer.stderr
-    time.sleep(3)  # a chunk already started may finish
+    paused = f"run {run_id} paused: no chunk starts until RESUME or CANCEL"
+    wait_for(lambda: paused in caplog.messages, 60, "the run to hold at its pause", interval=0.05)
+    # Held between chunks: every chunk it started is recorded, none is running.
     held = len(_starts(client, run_id))
-    time.sleep(4)
-    assert len(_starts(client, run_id)) == held < 7, "a paused run starts no chunk"
+    assert _started(client, run_id) == held < 7, "a paused run holds between chunks"
     assert thread.is_alive()
 
-    shown = cli(home, None, "runs", "mv", "--format", "csv")
+    shown = cli(home, None, "runs", "mv", "--format", "csv")  # seconds in which the run stays paused
     assert shown.returncode == 0, shown.stderr
     assert "chunk,partitions,completed,rows,files,bytes,attempts,seconds,checkpoint" in shown.stdout
     assert str(run_id) in shown.stdout and "RUNNING" in shown.stdout
+    assert _started(client, run_id) == held, "a paused run starts no chunk"
 
     set_properties(client, throttle_chunks_per_minute="20")  # slower, changed while running
+    before_resume = utcnow().timestamp()
     answer = cli(home, None, "resume", "mv")
     assert answer.returncode == 0, answer.stderr
     thread.join(timeout=120)
     assert not thread.is_alive() and result["run"].state == "SUCCESS", result
     assert result["run"].chunks_done == 8
 
+    assert f"run {run_id} resumed" in caplog.messages
     starts = _starts(client, run_id)
+    assert all(starts[c] >= before_resume for c in sorted(starts)[held:]), (starts, before_resume)
     order = sorted(starts)
     gaps = [starts[b] - starts[a] for a, b in itertools.pairwise(order)]
     assert all(g >= 1.4 for g in gaps[: held - 1]), gaps  # 40 per minute before the pause

@@ -9,11 +9,14 @@ long chunk stops within seconds and the lifecycle sees the flags between chunks.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
 
 from sparkmv.catalog import Catalog, ControlCommand
+
+log = logging.getLogger("sparkmv.refresh")
 
 
 class RunMonitor:
@@ -77,9 +80,13 @@ class RunMonitor:
         from sparkmv.errors import LeaseLostError, RefreshCancelledError
 
         self.check_commands()
-        while self.paused and not self.cancelled:
-            time.sleep(0.2)
-            self.check_commands()
+        if self.paused and not self.cancelled:
+            # Logged: what an operator (and a test) sees of a run holding at its pause.
+            log.info("run %s paused: no chunk starts until RESUME or CANCEL", self.run_id)
+            while self.paused and not self.cancelled:
+                time.sleep(0.2)
+                self.check_commands()
+            log.info("run %s %s", self.run_id, "cancelled while paused" if self.cancelled else "resumed")
         if self.cancelled:
             raise RefreshCancelledError(f"run {self.run_id} cancelled")
         if self.lease_lost:
