@@ -165,7 +165,10 @@ def test_chain_refreshes_in_order_and_stops_at_failed_link(client: Any, base: Pa
     assert "RESUME SCHEDULE" in mv["b"].refresh_state_reason
     tasks = {r.mv_name: r for r in client.sql("SELECT * FROM sparkmv.tasks").collect()}
     assert tasks["b"].suspended and tasks["b"].consecutive_failures == 2
-    assert sched.tick().outcome("b") in ("IDLE", "SUSPENDED")  # suspended: no more runs
+    # Suspended: the failed run queued no retry, and no base change queues one.
+    runs_before = [r.run_id for r in runs_of(client, "b")]
+    assert sched.tick().outcome("b") == "IDLE"
+    assert [r.run_id for r in runs_of(client, "b")] == runs_before
 
     client.sql("ALTER MATERIALIZED VIEW b RESUME SCHEDULE")
     assert not _row(client, "b").suspended
