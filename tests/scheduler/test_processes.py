@@ -181,7 +181,8 @@ def test_sigterm_during_refresh_leaves_nothing_half_done(
     log = tmp_path / "sched.log"
     proc = _start(home, client.runtime.settings.catalog_url, log)
     procs.append(proc)
-    _wait("the run to record a chunk", lambda: _busy_with_chunk(client, queued.run_id), 180, [log])
+    # (the scheduler starts its own JVM first: minutes on a loaded machine)
+    _wait("the run to record a chunk", lambda: _busy_with_chunk(client, queued.run_id), 300, [log])
     proc.send_signal(signal.SIGTERM)
     # Two signals sent before the handler ran would reach it as one: the second is sent
     # once the scheduler logged the first (then it lets the run go on for its grace time).
