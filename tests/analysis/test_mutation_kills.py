@@ -6,10 +6,15 @@ from __future__ import annotations
 import pytest
 from sqlglot import exp, parse_one
 
-from sparkmv.analysis.lineage import TIME_SUFFIX, Transform, _compose
+from sparkmv.analysis.incremental import branches_reading
+from sparkmv.analysis.lineage import TIME_SUFFIX, Transform, _compose, partition_lineage
+from sparkmv.analysis.query import _readable_tokens, bind_tables, parse_query
 from sparkmv.analysis.rewrite.implies import implies
 from sparkmv.analysis.rewrite.normalize import canonical
+from sparkmv.analysis.signed import signed_query
 from sparkmv.analysis.transforms import covers
+from sparkmv.errors import AnalysisError, ParseError
+from sparkmv.names import ObjectName
 
 
 def c(text: str) -> exp.Expr:
@@ -177,3 +182,83 @@ def test_compose(outer: Transform, inner: Transform, expected: Transform | None)
 )
 def test_covers(iceberg: str, transform: Transform, expected: bool) -> None:
     assert covers(iceberg, transform) is expected
+
+
+def test_readable_tokens_shows_a_token_by_its_text() -> None:
+    desc = "Expected ) but got <Token token_type: TokenType.COMMA, text: ,, line: 1, col: 9, start: 8, end: 8>"
+    assert _readable_tokens(desc) == "Expected ) but got ','"
+
+
+@pytest.mark.parametrize(
+    ("sql", "message"),
+    [
+        (
+            "SELECT * FROM t t2 t3 t4",
+            "cannot parse SQL at line 1, column 21: Invalid expression / Unexpected token near 't3'",
+        ),
+        ("SELECT 1; SELECT 2", "expected exactly one SELECT query"),
+        ("INSERT INTO t VALUES (1)", "expected exactly one SELECT query"),
+    ],
+)
+def test_parse_errors_name_line_column_and_token(sql: str, message: str) -> None:
+    with pytest.raises(ParseError) as info:
+        parse_query(sql)
+    assert str(info.value) == message
+
+
+def test_bind_tables_binds_after_an_unbound_table_in_spark_sql() -> None:
+    bound = bind_tables(parse_query("SELECT `my col` FROM a JOIN b"), {ObjectName("default", "b"): "v0"})
+    assert bound == "SELECT `my col` FROM a JOIN v0 AS b ON TRUE"
+
+
+T = ObjectName("default", "t")
+
+
+@pytest.mark.parametrize(
+    ("sql", "aggregate", "expected"),
+    [
+        # only the branch and the SELECT that read t carry its sign, by t's alias
+        (
+            "SELECT a FROM u UNION ALL SELECT a FROM t",
+            False,
+            "SELECT a FROM u UNION ALL SELECT a, t.__smv_sign AS __smv_sign FROM t",
+        ),
+        (
+            "SELECT a FROM u JOIN t ON u.k = t.k",
+            False,
+            "SELECT a, t.__smv_sign AS __smv_sign FROM u JOIN t ON u.k = t.k",
+        ),
+        (
+            "SELECT a FROM (SELECT a FROM t) AS s",
+            False,
+            "SELECT a FROM (SELECT a, t.__smv_sign AS __smv_sign FROM t) AS s",
+        ),
+        # COUNT(v) counts the signs of non-NULL v; without MIN / MAX no retraction flag
+        (
+            "SELECT k, COUNT(v) AS n, SUM(v) AS s FROM t GROUP BY k",
+            True,
+            "SELECT k, SUM(CASE WHEN v IS NULL THEN 0 ELSE t.__smv_sign END) AS n, "
+            "SUM(CASE WHEN t.__smv_sign < 0 THEN -(v) ELSE v END) AS s FROM t GROUP BY k",
+        ),
+        (
+            "SELECT k, MIN(v) AS lo FROM t AS x GROUP BY k",
+            True,
+            "SELECT k, MIN(CASE WHEN x.__smv_sign > 0 THEN v END) AS lo, "
+            "MAX(CASE WHEN x.__smv_sign < 0 THEN 1 ELSE 0 END) AS __smv_retracted FROM t AS x GROUP BY k",
+        ),
+    ],
+)
+def test_signed_query(sql: str, aggregate: bool, expected: str) -> None:
+    assert signed_query(parse_query(sql), T, aggregate).sql() == expected
+
+
+def test_branches_reading_refuses_a_distinct_union() -> None:
+    with pytest.raises(AnalysisError, match=r"^UNION is not incrementally maintainable: only UNION ALL is maintained$"):
+        branches_reading(parse_query("SELECT a FROM t UNION SELECT a FROM u"), T)
+
+
+def test_substr_without_a_length_is_no_known_transform() -> None:
+    lin = partition_lineage(
+        parse_query("SELECT substr(d, 1) AS m FROM f"), "m", {"default.f": {"d": "string"}}, {"default.f": ["d"]}
+    )
+    assert (lin.mappings, lin.reason) == ({}, "unsupported transform of the partition column: SUBSTRING(f.d, 1) AS m")
