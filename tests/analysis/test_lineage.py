@@ -155,3 +155,26 @@ def test_week_quarter_hour_to_date_and_join_equivalence() -> None:
     two = {"default.t": ["k", "dt"], "default.u": []}
     lin = partition_lineage(parse_query("SELECT dt, count(*) AS n FROM t GROUP BY dt"), "dt", schema, two)
     assert lin.mappings["default.t"].base_column == "dt" and lin.complete
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "SELECT a.d AS m, sum(b.x) AS s FROM f a JOIN f b ON a.k = b.k GROUP BY a.d",
+        "SELECT a.d AS m, b.s FROM f a JOIN (SELECT k, sum(x) AS s FROM f GROUP BY k) b ON a.k = b.k",
+        "WITH c AS (SELECT d, k, x FROM f) SELECT a.d AS m, b.x FROM c a JOIN c b ON a.k = b.k",
+    ],
+)
+def test_a_self_joined_table_is_not_a_reference_table(sql: str) -> None:
+    # Restricting both reads to the changed partition would drop the rows the other read
+    # takes from other partitions (found by mutation testing, issue 22).
+    lin = trace(sql)
+    assert "default.f" not in lin.mappings
+    assert lin.reason == "table default.f is read more than once in one query branch (a self-join)"
+    assert not lin.complete
+
+
+def test_a_table_in_two_union_branches_still_maps() -> None:
+    lin = trace("SELECT d AS m, x FROM f UNION ALL SELECT d AS m, x FROM f WHERE x > 0")
+    assert lin.mappings["default.f"].transform == Transform("identity")
+    assert lin.reason is None

@@ -299,6 +299,11 @@ def partition_lineage(
     leaves: list[tuple[str, str, Transform]] = []
     _walk(root, IDENTITY, partition_columns, mappings, problems, leaves)
     _map_join_equivalents(bound, leaves, partition_columns, mappings, problems)
+    for table in sorted(tables_read_twice(bound) & set(mappings)):
+        # Restricting every read of a self-joined table to the changed partitions would drop
+        # the rows the other read needs from other partitions: it is a non-reference table.
+        del mappings[table]
+        problems.append(f"table {table} is read more than once in one query branch (a self-join)")
     mappings = {t: m for t, m in mappings.items() if m.transform.kind != "conflict"}
     unmapped = sorted(set(partition_columns) - set(mappings))
     reason = "; ".join(problems) if problems else None
@@ -309,6 +314,59 @@ def partition_lineage(
     outer = any(j.args.get("side") for j in bound.find_all(exp.Join))
     sources = tuple(sorted({(t, c) for t, c, _ in leaves}))
     return Lineage(mappings, reason, complete=bool(mappings) and not problems and not outer, sources=sources)
+
+
+def tables_read_twice(query: exp.Query) -> set[str]:
+    """Qualified names of the tables read more than once within one ``UNION`` branch of
+    ``query`` (a self-join, directly or through a subquery or a CTE read twice).
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> sorted(tables_read_twice(parse_query("SELECT * FROM f a JOIN f b ON a.k = b.k")))
+    ['default.f']
+    >>> tables_read_twice(parse_query("SELECT k FROM f UNION ALL SELECT k FROM f"))
+    set()
+    >>> q = "WITH c AS (SELECT k FROM f) SELECT * FROM c x JOIN c y ON x.k = y.k"
+    >>> sorted(tables_read_twice(parse_query(q)))
+    ['default.f']
+    """
+    ctes = {cte.alias_or_name.lower(): cte.this for cte in query.find_all(exp.CTE)}
+    twice: set[str] = set()
+    for branch in _union_branches(query):
+        counts = _table_reads(branch, ctes, depth=0)
+        twice |= {t for t, n in counts.items() if n > 1}
+    return twice
+
+
+def _union_branches(query: exp.Expr) -> list[exp.Expr]:
+    if isinstance(query, exp.Union):
+        return _union_branches(query.left) + _union_branches(query.right)
+    return [query]
+
+
+def _table_reads(node: exp.Expr, ctes: dict[str, exp.Expr], depth: int) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for table in node.find_all(exp.Table):
+        if any(isinstance(a, exp.CTE) for a in _ancestors(table, node)) or not table.name:
+            continue
+        if isinstance(table.this, exp.Func):
+            continue
+        cte = ctes.get(table.name.lower()) if not table.db else None
+        if cte is not None and depth < 16:
+            for t, n in _table_reads(cte, ctes, depth + 1).items():
+                counts[t] = counts.get(t, 0) + n
+            continue
+        qualified = table_name(table).qualified
+        counts[qualified] = counts.get(qualified, 0) + 1
+    return counts
+
+
+def _ancestors(node: exp.Expr, stop: exp.Expr) -> list[exp.Expr]:
+    out: list[exp.Expr] = []
+    parent = node.parent
+    while parent is not None and parent is not stop:
+        out.append(parent)
+        parent = parent.parent
+    return out
 
 
 def _walk(
