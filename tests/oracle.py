@@ -47,10 +47,19 @@ def assert_mv_matches(client: Any, mv: str, query: str, duck_query: str | None =
     t0 = time.perf_counter()
     _old_assert_mv_matches(client, mv, query)
     t1 = time.perf_counter()
+    hidden: list[str] = []
     try:
         cmp = _real(client, mv, query, duck_query)
+        hidden = cmp.hidden_columns
     finally:
         t2 = time.perf_counter()
         with open(os.environ.get("ORACLE_TIMING", "/tmp/t22timing.jsonl"), "a") as f:
-            f.write(json.dumps({"mv": mv, "old": t1 - t0, "new": t2 - t1, "test": os.environ.get("PYTEST_CURRENT_TEST")}) + "\n")
+            rec = {
+                "mv": mv,
+                "old": t1 - t0,
+                "new": t2 - t1,
+                "hidden": hidden,
+                "test": os.environ.get("PYTEST_CURRENT_TEST"),
+            }
+            f.write(json.dumps(rec) + "\n")
     return cmp

@@ -39,10 +39,17 @@ from sparkmv.names import ObjectName, is_hidden_column
 SIGNIFICANT_DIGITS = 9
 """Floats and decimals are compared rounded to this many significant digits (DuckDB and
 Spark sum in different orders); integers are compared exactly."""
+RELATIVE_TOLERANCE = 1e-6
+"""Rows the exact comparison leaves over are paired when their numbers agree this closely."""
 _SHOWN = 10
 
 
-def _duckdb() -> Any:
+def require_duckdb() -> Any:
+    """The ``duckdb`` module.
+
+    Raises:
+        SparkMvError: when DuckDB is not installed (it is a dev dependency).
+    """
     try:
         import duckdb
     except ImportError as exc:  # pragma: no cover - duckdb is a dev dependency
@@ -108,7 +115,7 @@ def compare_mv(client: Client, mv: str, query: str, duck_query: str | None = Non
     Raises:
         SparkMvError: DuckDB missing, or a base table of a kind the oracle cannot read.
     """
-    duckdb = _duckdb()
+    duckdb = require_duckdb()
     con = duckdb.connect()
     try:
         con.execute("SET TimeZone = 'UTC'")
@@ -128,8 +135,35 @@ def compare_mv(client: Client, mv: str, query: str, duck_query: str | None = Non
 
 
 def _differences(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> tuple[list[Any], list[Any]]:
+    """The multiset differences (a - b, b - a); rows left over by the exact comparison are
+    then paired when every value is :func:`close` (one engine's DECIMAL average is rounded
+    to 6 places where the other's DOUBLE is not)."""
     ca, cb = Counter(a), Counter(b)
-    return list((ca - cb).elements()), list((cb - ca).elements())
+    left, right = list((ca - cb).elements()), list((cb - ca).elements())
+    unmatched: list[tuple[Any, ...]] = []
+    for row in left:
+        match = next((i for i, other in enumerate(right) if _rows_close(row, other)), None)
+        if match is None:
+            unmatched.append(row)
+        else:
+            right.pop(match)
+    return unmatched, right
+
+
+def _rows_close(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
+    return len(a) == len(b) and all(close(x, y) for x, y in zip(a, b, strict=True))
+
+
+def close(a: Any, b: Any) -> bool:
+    """Equal, or both numbers within a relative 1e-6 (absolute 1e-9 near zero).
+
+    >>> close(25.503333, 25.5033333), close(1, 2), close("a", "a")
+    (True, False, True)
+    """
+    numbers = (int, float)
+    if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
+        return math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-9)
+    return bool(a == b)
 
 
 def _stored_rows(client: Client, mv: str, columns: list[str]) -> tuple[list[tuple[Any, ...]], list[str]]:
@@ -209,7 +243,9 @@ def _data_files(root: str) -> list[str]:
     out: list[str] = []
     for directory, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith(("_", ".")))
-        out += [str(Path(directory) / f) for f in sorted(files) if not f.startswith(("_", ".")) and not f.endswith(".crc")]
+        out += [
+            str(Path(directory) / f) for f in sorted(files) if not f.startswith(("_", ".")) and not f.endswith(".crc")
+        ]
     return out
 
 
@@ -240,7 +276,9 @@ def _orc(location: str) -> Any:
     import pyarrow.dataset as ds
 
     partitioning = ds.HivePartitioning.discover(infer_dictionary=False)
-    return ds.dataset(_data_files(location), format="orc", partitioning=partitioning, partition_base_dir=location).to_table()
+    return ds.dataset(
+        _data_files(location), format="orc", partitioning=partitioning, partition_base_dir=location
+    ).to_table()
 
 
 def _external_catalog_table(client: Client, name: ObjectName) -> Any:
@@ -279,11 +317,12 @@ def normalize(value: Any) -> Any:
     if value is None or isinstance(value, (bool, str, int)):
         return value
     if isinstance(value, (float, Decimal)):
-        if isinstance(value, float) and not math.isfinite(value):
-            return repr(value)
-        if value == int(value) and abs(value) < 2**53:
+        number = float(value)
+        if not math.isfinite(number):
+            return repr(number)
+        if value == int(value) and abs(number) < 2**53:
             return int(value)
-        return float(f"{float(value):.{SIGNIFICANT_DIGITS}g}")
+        return float(f"{number:.{SIGNIFICANT_DIGITS}g}")
     if isinstance(value, datetime):
         return value.astimezone(UTC).replace(tzinfo=None) if value.tzinfo else value
     if isinstance(value, date):
