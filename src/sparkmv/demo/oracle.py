@@ -40,7 +40,9 @@ SIGNIFICANT_DIGITS = 9
 """Floats and decimals are compared rounded to this many significant digits (DuckDB and
 Spark sum in different orders); integers are compared exactly."""
 RELATIVE_TOLERANCE = 1e-6
-"""Rows the exact comparison leaves over are paired when their numbers agree this closely."""
+ABSOLUTE_TOLERANCE = 1e-6
+"""Rows the exact comparison leaves over are paired when their numbers agree within these
+(Spark rounds a DECIMAL average to 6 places: an absolute error up to 5e-7)."""
 _SHOWN = 10
 
 
@@ -136,18 +138,27 @@ def compare_mv(client: Client, mv: str, query: str, duck_query: str | None = Non
 
 def _differences(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> tuple[list[Any], list[Any]]:
     """The multiset differences (a - b, b - a); rows left over by the exact comparison are
-    then paired when every value is :func:`close` (one engine's DECIMAL average is rounded
-    to 6 places where the other's DOUBLE is not)."""
+    then paired when every value is :func:`close` (Spark's DECIMAL average is rounded to 6
+    places where DuckDB's DOUBLE is not)."""
     ca, cb = Counter(a), Counter(b)
     left, right = list((ca - cb).elements()), list((cb - ca).elements())
+    candidates: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for row in right:
+        candidates.setdefault(_exact_part(row), []).append(row)
     unmatched: list[tuple[Any, ...]] = []
     for row in left:
-        match = next((i for i, other in enumerate(right) if _rows_close(row, other)), None)
+        group = candidates.get(_exact_part(row), [])
+        match = next((i for i, other in enumerate(group) if _rows_close(row, other)), None)
         if match is None:
             unmatched.append(row)
         else:
-            right.pop(match)
-    return unmatched, right
+            group.pop(match)
+    return unmatched, [row for group in candidates.values() for row in group]
+
+
+def _exact_part(row: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The values of ``row`` compared exactly (numbers replaced by a marker)."""
+    return tuple(0 if isinstance(v, (int, float)) and not isinstance(v, bool) else v for v in row)
 
 
 def _rows_close(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
@@ -155,14 +166,19 @@ def _rows_close(a: tuple[Any, ...], b: tuple[Any, ...]) -> bool:
 
 
 def close(a: Any, b: Any) -> bool:
-    """Equal, or both numbers within a relative 1e-6 (absolute 1e-9 near zero).
+    """Equal, or both numbers within a relative :data:`RELATIVE_TOLERANCE` or an absolute
+    :data:`ABSOLUTE_TOLERANCE`.
 
-    >>> close(25.503333, 25.5033333), close(1, 2), close("a", "a")
-    (True, False, True)
+    >>> close(25.503333, 25.5033333), close(0.051594, 0.0515942029), close(1, 2), close("a", "a")
+    (True, True, False, True)
+    >>> close(1000000, 1000001)
+    False
     """
+    if isinstance(a, int) and isinstance(b, int):
+        return a == b  # integers exactly (an integral decimal or float was made an int)
     numbers = (int, float)
     if isinstance(a, numbers) and isinstance(b, numbers) and not isinstance(a, bool) and not isinstance(b, bool):
-        return math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=1e-9)
+        return math.isclose(a, b, rel_tol=RELATIVE_TOLERANCE, abs_tol=ABSOLUTE_TOLERANCE)
     return bool(a == b)
 
 
