@@ -8,12 +8,14 @@ import dataclasses
 from pathlib import Path
 from typing import Any
 
+import duckdb
+import pyarrow as pa
+import pyarrow.orc as orc
 import pytest
 
+from sparkmv.demo.oracle import _file_scan, _orc
 from sparkmv.sources import parquet
 from tests.helpers import assert_mv_matches, rows_of, write_partition
-
-pytestmark = pytest.mark.spark
 
 QUERY = "SELECT day, k, sum(v) AS s FROM events GROUP BY day, k"
 
@@ -28,6 +30,7 @@ def _setup(client: Any, root: Path) -> None:
     client.refresh("mv")
 
 
+@pytest.mark.spark
 def test_fails_on_an_mv_missing_a_column_of_its_query(client: Any, tmp_path: Path) -> None:
     """The MV holds ``day, k, s`` (and hidden incremental state, excluded); checked against
     a query with one more column ``n`` (an MV that lost it), the check names the column
@@ -42,6 +45,7 @@ def test_fails_on_an_mv_missing_a_column_of_its_query(client: Any, tmp_path: Pat
         assert_mv_matches(client, "mv", wider)
 
 
+@pytest.mark.spark
 def test_fails_on_a_base_table_reading_bug(client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A planted reading bug (pinning a Parquet table drops the last file of every
     partition holding two) makes the MV miss rows of ``f2.parquet``; sparkmv's own
@@ -66,3 +70,26 @@ def test_fails_on_a_base_table_reading_bug(client: Any, tmp_path: Path, monkeypa
     assert "1 rows only in the MV: [(datetime.date(2024, 1, 1), 'a', 4)]" in message
     assert "rows only in the query result (DuckDB): [(datetime.date(2024, 1, 1), 'a', 14), " in message
     assert "'c', 20)" in message
+
+
+def test_file_readers_take_hive_partitions_and_skip_hidden_files(tmp_path: Path) -> None:
+    """CSV through DuckDB and ORC through Arrow: partition columns from the directory names
+    (NULL from Hive's default partition), ``_``/``.`` files and ``.crc`` checksums skipped."""
+    for fmt in ("csv", "orc"):
+        root = tmp_path / fmt
+        for day, k in (("2024-01-01", "a"), ("__HIVE_DEFAULT_PARTITION__", "b")):
+            (root / f"day={day}").mkdir(parents=True)
+            path = root / f"day={day}" / f"part.{fmt}"
+            if fmt == "csv":
+                path.write_text(f"k,v\n{k},1\n")
+            else:
+                orc.write_table(pa.table({"k": [k], "v": [1]}), str(path))
+        (root / "day=2024-01-01" / "_SUCCESS").write_text("")
+        (root / "day=2024-01-01" / ".part.crc").write_text("x")
+    con = duckdb.connect()
+    got = con.execute(
+        f"SELECT k, v, CAST(day AS VARCHAR) FROM {_file_scan('csv', str(tmp_path / 'csv'), {'header': 'true'})}"
+    )
+    assert sorted(got.fetchall(), key=str) == [("a", 1, "2024-01-01"), ("b", 1, None)]
+    table = _orc(str(tmp_path / "orc"))
+    assert sorted(zip(*table.to_pydict().values(), strict=True), key=str) == [("a", 1, "2024-01-01"), ("b", 1, None)]
