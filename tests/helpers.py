@@ -1,4 +1,5 @@
-"""Test helpers: hand-made partitioned Parquet data and MV-vs-query comparison."""
+"""Test helpers: hand-made partitioned Parquet data and MV-vs-query comparison
+(:func:`assert_mv_matches`, the DuckDB oracle of :mod:`tests.oracle`)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+
+from tests.oracle import assert_mv_matches
+
+__all__ = ["assert_mv_matches", "rows_of", "write_partition"]
 
 
 def write_partition(
@@ -23,13 +28,3 @@ def write_partition(
 def rows_of(df: Any, order: list[str] | None = None) -> list[tuple[Any, ...]]:
     """Rows of a DataFrame as sorted tuples (for exact comparison)."""
     return sorted((tuple(r) for r in df.collect()), key=lambda r: tuple((v is None, str(v)) for v in r))
-
-
-def assert_mv_matches(client: Any, mv: str, query: str) -> None:
-    """The MV holds exactly what its defining query returns now (over the base tables:
-    never through query rewrite)."""
-    from sparkmv.client.queries import run_query
-
-    table = client.table(mv)
-    expected = run_query(client.runtime, query).select(*table.columns)
-    assert rows_of(table) == rows_of(expected)

@@ -22,7 +22,7 @@ def test_demo_mvs_refreshed_through_connect_equal_their_queries(
     answer = connect_target.worker(tmp_path / "home", "demo", str(data_dir))
     assert answer["connect"] and answer["master"] == "local[2]", answer  # the server's master
     assert answer["refreshes"] == {name: ["SUCCESS", "FULL", None] for name in DEMO_MVS}, answer
-    assert answer["differences"] == {name: [0, 0] for name in DEMO_MVS}, answer
+    assert answer["differences"] == {name: "" for name in DEMO_MVS}, answer
 
 
 def test_cancel_a_refresh_running_through_connect(

@@ -24,7 +24,7 @@ def test_demo_mvs_refreshed_on_the_cluster_equal_their_queries(
     answer = cluster_target.worker(tmp_path / "home", "demo", str(data_dir))
     assert answer["master"] == cluster_target.options[1] and not answer["connect"], answer
     assert answer["refreshes"] == {name: ["SUCCESS", "FULL", None] for name in DEMO_MVS}, answer
-    assert answer["differences"] == {name: [0, 0] for name in DEMO_MVS}, answer
+    assert answer["differences"] == {name: "" for name in DEMO_MVS}, answer
 
 
 def test_cancel_a_refresh_running_on_the_cluster(cluster_target: SparkTarget, make_client: Any, tmp_path: Path) -> None:

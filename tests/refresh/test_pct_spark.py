@@ -155,11 +155,13 @@ def test_month_rollup_and_dropped_base_partitions(client: Any, tmp_path: Path) -
     assert partitions(client, "monthly") == {"2024-01", "2024-02", "2024-03"}
 
     write_partition(root, "d", "2024-02-02", rows(5, 50), "part-1.parquet")
-    for mv, query in (("monthly", by_format), ("monthly2", by_substr)):
+    # Spark casts a DATE to text for substr; DuckDB wants the cast written.
+    duck_substr = "SELECT substr(CAST(d AS VARCHAR), 1, 7) AS m, sum(amount) AS total FROM sales GROUP BY 1"
+    for mv, query, duck in (("monthly", by_format, None), ("monthly2", by_substr, duck_substr)):
         run = client.refresh(mv)
         assert (run.mode, run.partitions_done) == ("PCT", 1)
         assert rewritten(client, mv, run.run_id) == {"2024-02"}
-        assert_mv_matches(client, mv, query)
+        assert_mv_matches(client, mv, query, duck)
 
     # One of January's days vanishes: January is recomputed from the other day.
     shutil.rmtree(root / "d=2024-01-31")

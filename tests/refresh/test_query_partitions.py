@@ -83,6 +83,8 @@ def test_day_partitions_over_a_timestamp_partitioned_base(client: Any, tmp_path:
         write_rows(root, "ts=" + ts.replace(":", "%3A"), {"k": [1, 2, 3]})
     client.sql(f"CREATE EXTERNAL TABLE ev USING parquet LOCATION '{root}'")
     query = "SELECT date_trunc('DAY', ts) AS d, count(*) AS c FROM ev GROUP BY 1"
+    # DuckDB infers the URL-encoded timestamp directories as text: the oracle casts them.
+    duck = "SELECT date_trunc('day', CAST(ts AS TIMESTAMP)) AS d, count(*) AS c FROM ev GROUP BY 1"
     client.sql(f"CREATE MATERIALIZED VIEW daily_ev PARTITION BY d AS {query}")
     assert partitions(client, "daily_ev") == {"2024-01-01 00:00:00", "2024-01-02 00:00:00"}
     assert kind(client, "daily_ev") == "timestamptz"  # the user's column is zoned (Spark TIMESTAMP)
@@ -92,12 +94,12 @@ def test_day_partitions_over_a_timestamp_partitioned_base(client: Any, tmp_path:
     assert (run.state, run.mode) == ("SUCCESS", "PCT")
     assert rewritten(client, "daily_ev", run.run_id) == {"2024-01-01 00:00:00"}
     assert changed_count(client, "daily_ev", run.run_id) == 1
-    assert_mv_matches(client, "daily_ev", query)
+    assert_mv_matches(client, "daily_ev", query, duck)
     # A base partition vanishes: its day is recomputed from what remains.
     shutil.rmtree(root / "ts=2024-01-02 07%3A15%3A00")
     run = client.refresh("daily_ev")
     assert run.state == "SUCCESS" and partitions(client, "daily_ev") == {"2024-01-01 00:00:00"}
-    assert_mv_matches(client, "daily_ev", query)
+    assert_mv_matches(client, "daily_ev", query, duck)
 
 
 # -- class 2: the partition set comes from the query --------------------------------------------------

@@ -287,7 +287,7 @@ def demo(
     scale_factor: Annotated[float, typer.Option(help="TPC-H scale factor.")] = 1.0,
     data: Annotated[Path, typer.Option(help="Directory for the TPC-H data.")] = Path("data/tpch"),
 ) -> None:
-    """The TPC-H demo: generate data, create three MVs, refresh, check against the queries."""
+    """The TPC-H demo: generate data, create three MVs, refresh, check against DuckDB."""
     import importlib
 
     # The demo is a client of the public API that nothing imports (layer contract): load it by name.

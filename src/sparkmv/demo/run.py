@@ -1,4 +1,5 @@
-"""``sparkmv demo``: TPC-H end to end, checked against the queries recomputed from scratch.
+"""``sparkmv demo``: TPC-H end to end, each MV checked against its query computed by DuckDB
+(an oracle sharing no code with sparkmv: :mod:`sparkmv.demo.oracle`).
 
 The demo is an application of the public API (:class:`sparkmv.client.client.Client`) and is
 imported by nothing: the CLI dispatches to it by module name.
@@ -16,32 +17,30 @@ from rich.table import Table
 
 from sparkmv.client.client import Client
 from sparkmv.demo.data import DEMO_MVS, TpchLayout, prepare
+from sparkmv.demo.oracle import Comparison, compare_mv, require_duckdb
 
 
-def difference(client: Client, mv: str, query: str) -> tuple[int, int]:
-    """(rows only in the MV, rows only in the query result over the base tables, never
-    through query rewrite), compared as multisets."""
-    table = client.table(mv)
-    rewrite, client.rewrite_enabled = client.rewrite_enabled, False
-    try:
-        expected = client.sql(query)
-    finally:
-        client.rewrite_enabled = rewrite
-    assert expected is not None
-    expected = expected.select(*table.columns)
-    return table.exceptAll(expected).count(), expected.exceptAll(table).count()
+def difference(client: Client, mv: str, query: str) -> Comparison:
+    """MV ``mv`` against ``query`` computed by DuckDB over the same base files, read by
+    DuckDB itself (:mod:`sparkmv.demo.oracle`): columns (names, order) and rows as multisets.
+
+    Raises:
+        SparkMvError: when DuckDB (a dev dependency) is not installed.
+    """
+    return compare_mv(client, mv, query)
 
 
 def check_all(client: Client, console: Console) -> bool:
-    """Compare every demo MV with its query; prints OK or the difference."""
+    """Compare every demo MV with its query computed by DuckDB; prints OK or the difference."""
     ok = True
     for name, (_part, query, _props) in DEMO_MVS.items():
-        extra, missing = difference(client, name, query)
-        if extra == 0 and missing == 0:
-            console.print(f"check {name}: [green]OK[/green]")
+        cmp = difference(client, name, query)
+        if cmp.ok:
+            console.print(f"check {name}: [green]OK[/green] ({cmp.rows} rows, equal to DuckDB's result)")
         else:
             ok = False
-            console.print(f"check {name}: [red]DIFFERENT[/red] ({extra} rows only in the MV, {missing} rows missing)")
+            console.print(f"check {name}: [red]DIFFERENT[/red] from DuckDB's result")
+            console.print(cmp.describe(), markup=False)
     return ok
 
 
@@ -63,7 +62,12 @@ def create_objects(client: Client, layout: TpchLayout) -> None:
 
 
 def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Console) -> bool:
-    """Run the demo; returns True when every check passed."""
+    """Run the demo; returns True when every check passed.
+
+    Raises:
+        SparkMvError: when DuckDB, the oracle of the checks, is not installed (before any work).
+    """
+    require_duckdb()
     t0 = time.monotonic()
     console.print(f"[bold]sparkmv demo[/bold]: TPC-H scale factor {scale_factor:g}, data in {data_dir}")
     layout = prepare(client.spark, data_dir.absolute(), scale_factor)  # LOCATION must be absolute
