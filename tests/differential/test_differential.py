@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from tests.differential.examples import Scenario, fast_example
 from tests.differential.harness import (
     ARROW_TYPES,
     NON_NULL_VALUES,
@@ -33,9 +34,7 @@ from tests.differential.harness import (
     PartitionValue,
     Row,
     World,
-    Write,
     compare,
-    diff_settings,
     dim_rows,
     duck_relation,
     extra_values,
@@ -46,6 +45,7 @@ from tests.differential.harness import (
     render,
     run_oracle,
     run_problem,
+    seeded_settings,
     tables_of,
     write_sequences,
 )
@@ -148,24 +148,6 @@ def _param(case: Case) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Scenario:
-    """Generated input of one example: initial files per partition, the non-partitioned
-    tables' rows, and the outside writes applied one by one."""
-
-    partitions: tuple[tuple[PartitionValue, tuple[tuple[Row, ...], ...]], ...]
-    extra: tuple[tuple[PartitionValue, Row], ...]
-    dim: tuple[Row, ...]
-    steps: tuple[Write, ...]
-
-    def describe(self) -> str:
-        lines = ["initial fact partitions:"]
-        lines += [f"  p={hive_text(v)}: {[list(f) for f in files]}" for v, files in self.partitions]
-        lines.append(f"initial extra rows (p, id, k, v, amt): {list(self.extra)}")
-        lines.append(f"initial dim rows (k, label): {list(self.dim)}")
-        return "\n".join(lines)
-
-
 @st.composite
 def scenarios(draw: st.DrawFn, ptype: str, tables: set[str]) -> Scenario:
     values: list[PartitionValue] = draw(st.lists(NON_NULL_VALUES[ptype], min_size=1, max_size=3, unique_by=hive_text))
@@ -285,10 +267,12 @@ def run_scenario(spark: Any, case: Case, scenario: Scenario, root: Path) -> None
 def test_mv_equals_duckdb_after_every_refresh(spark: Any, case: Case) -> None:
     tables = tables_of(render(case.shape, case.expr))
 
-    @diff_settings()
-    @given(scenario=scenarios(case.ptype, tables))
     def check(scenario: Scenario) -> None:
         with tempfile.TemporaryDirectory(prefix="sparkmv-diff-") as tmp:
             run_scenario(spark, case, scenario, Path(tmp))
 
-    check()
+    test = given(scenario=scenarios(case.ptype, tables))(check)
+    seeded = fast_example(case.id, case.ptype, tables)
+    if seeded is not None:
+        test = example(scenario=seeded)(test)
+    seeded_settings()(test)()
