@@ -6,9 +6,12 @@ shape; hypothesis generates the base data and a sequence of outside writes (add 
 rewrite a file, delete a partition, add a partition, change a non-partitioned table). After
 the initial build and after every write, every MV is refreshed (inner MV first) and
 compared with the oracle; a refresh that does not end SUCCESS or SKIPPED fails the test
-with its error. The fast profile (``make test``) runs one example of each case marked
-``fast``; ``SPARKMV_DIFF_PROFILE=slow`` (``make test-slow``) runs ten times the examples, of
-every case, with longer write sequences.
+with its error. The fast profile (``make test``) runs, for each case marked ``fast``, one
+fixed seeded example (:mod:`tests.differential.examples`: NULLs, negative and large values,
+unmatched join keys on both sides, several partitions and files, the writes listed in
+``FAST_WRITES``; together every write kind); ``SPARKMV_DIFF_PROFILE=slow`` (``make
+test-slow``) runs those and ten generated examples per case, of every case, with longer
+write sequences. ``test_selftest.py`` shows the fast examples catch planted bugs.
 
 Cases that fail on main because of issue 10 are marked xfail in ``KNOWN_ISSUE_10_FAILURES``;
 set ``ISSUE_10_FIXED = True`` once the fix is merged.

@@ -20,10 +20,12 @@ removed, an Iceberg overwrite or row delete): the strict INCREMENTAL MV's run en
 and the MV keeps its rows; an AUTO MV over the same query falls back to PCT or FULL with a
 reason, and is correct, also after a later append.
 
-Run: ``pytest tests/differential/test_incremental.py`` (fast profile, one example per case,
-two steps; part of ``make test``); ``SPARKMV_DIFF_PROFILE=slow`` (``make test-slow``): ten
-examples per case, every shape, three to five steps. ``SPARKMV_IVM_REFRESH_MODE=FULL`` creates
-the MVs with that mode instead and expects it: a check of the oracle side alone.
+Run: ``pytest tests/differential/test_incremental.py`` (fast profile, part of ``make
+test``: one fixed seeded example per case, :mod:`tests.differential.ivm_examples`, with the
+step kinds of ``IvmCase.steps``, and one per breaking change kind); ``SPARKMV_DIFF_PROFILE=slow``
+(``make test-slow``): those and ten generated examples per case, every shape, three to five
+steps. ``SPARKMV_IVM_REFRESH_MODE=FULL`` creates the MVs with that mode instead and expects
+it: a check of the oracle side alone.
 """
 
 from __future__ import annotations
