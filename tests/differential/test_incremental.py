@@ -414,12 +414,14 @@ def expect_fallback(run: Any) -> str | None:
 
 def seeded_breaking(kind: str, seed: int) -> tuple[IvmScenario, Breaking]:
     """The fixed example of breaking change ``kind``: an append to an existing ``fact``
-    partition, the change, an append to a new one."""
+    partition (``rewrite``, ``delete``) or no change (cheaper: ``remove``, ``overwrite``),
+    the change, an append to a new partition."""
     choose = seeded_choose(seed + 100)
     pos = Positions()
     pos.next["fact"] = 500  # ids apart from the scenario's
     change = Breaking(kind, random.Random(seed).randrange(10), draw_rows(choose, "fact", pos, 2, 3))
-    return seeded_ivm_scenario(seed, ("fact", "fact_new")), change
+    first = "fact" if kind in ("rewrite", "delete") else "none"
+    return seeded_ivm_scenario(seed, (first, "fact_new")), change
 
 
 @pytest.mark.parametrize("storage", ["parquet", "iceberg"])

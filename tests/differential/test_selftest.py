@@ -84,11 +84,10 @@ def test_a_stale_file_is_caught(spark: Any, tmp_path: Path, monkeypatch: pytest.
         run_scenario(spark, case, scenario, tmp_path)
 
 
-@pytest.mark.parametrize("side", ["LEFT", "RIGHT"])
-def test_a_wrong_join_side_is_caught(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, side: str) -> None:
-    # The MV's query keeps unmatched fact rows (LEFT) or unmatched dimension rows (RIGHT);
-    # the fast example has both from its first build.
-    plant_in_query(monkeypatch, " JOIN dim d", f" {side} JOIN dim d")
+def test_a_wrong_join_side_is_caught(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The MV's query keeps the dimension rows no fact row matches (a LEFT JOIN, keeping the
+    # unmatched fact rows, is caught the same way: the example has both from its first build).
+    plant_in_query(monkeypatch, " JOIN dim d", " RIGHT JOIN dim d")
     case, scenario = example_of("date-identity-join", writes=0)
     with pytest.raises(Mismatch, match=NAMES_THE_MV):
         run_scenario(spark, case, scenario, tmp_path)
