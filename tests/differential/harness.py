@@ -82,6 +82,15 @@ def diff_settings() -> settings:
     return settings.get_profile(f"sparkmv-diff-{profile_name()}")
 
 
+def seeded_settings() -> settings:
+    """:func:`diff_settings` for a test with fixed seeded ``@example`` inputs: the fast
+    profile runs those only (Hypothesis's first generated example is nearly empty), the slow
+    one runs them and its generated examples."""
+    if profile_name() == "fast":
+        return settings(diff_settings(), phases=(Phase.explicit,))
+    return diff_settings()
+
+
 # ---------------------------------------------------------------------------------------------
 # partition values
 PartitionValue = str | int | date | datetime | bool | None

@@ -20,7 +20,7 @@ through sparkmv. Rows are compared by :mod:`tests.differential.ivm_compare`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -103,25 +103,35 @@ class Positions:
         return n
 
 
-def _pick(draw: st.DrawFn, pool: Sequence[Any], position: int) -> Any:
-    return pool[(position + draw(st.integers(0, len(pool) - 1))) % len(pool)]
+Choose = Callable[[int, int], int]
+"""An integer between two bounds, both included: drawn by Hypothesis (:func:`drawing`) or
+by a seeded ``random.Random(seed).randint`` (the fast profile's fixed examples)."""
 
 
-def draw_row(draw: st.DrawFn, table: str, pos: Positions) -> Row:
+def drawing(draw: st.DrawFn) -> Choose:
+    """The :data:`Choose` of a Hypothesis ``draw``."""
+    return lambda low, high: draw(st.integers(low, high))
+
+
+def _pick(choose: Choose, pool: Sequence[Any], position: int) -> Any:
+    return pool[(position + choose(0, len(pool) - 1)) % len(pool)]
+
+
+def draw_row(choose: Choose, table: str, pos: Positions) -> Row:
     """One row of ``table`` without ``p`` (``p`` is the file's partition, set by the caller)."""
     n = pos.take(table)
     if table in ("fact", "more"):
         base = 1000 if table == "more" else 0
         values = (KEYS, VS, AMTS, XS, STRS, DATES)
-        return (base + n, *(_pick(draw, pool, n + i) for i, pool in enumerate(values)))
+        return (base + n, *(_pick(choose, pool, n + i) for i, pool in enumerate(values)))
     if table == "dim":
-        return (_pick(draw, DIM_KEYS, n), _pick(draw, LABELS, n), _pick(draw, REGION_KEYS, n + 1))
-    return (_pick(draw, REG_KEYS, n), _pick(draw, REGIONS, n))
+        return (_pick(choose, DIM_KEYS, n), _pick(choose, LABELS, n), _pick(choose, REGION_KEYS, n + 1))
+    return (_pick(choose, REG_KEYS, n), _pick(choose, REGIONS, n))
 
 
-def draw_rows(draw: st.DrawFn, table: str, pos: Positions, low: int, high: int) -> tuple[Row, ...]:
+def draw_rows(choose: Choose, table: str, pos: Positions, low: int, high: int) -> tuple[Row, ...]:
     """Between ``low`` and ``high`` rows of ``table`` (``low`` in the simplest example)."""
-    return tuple(draw_row(draw, table, pos) for _ in range(draw(st.integers(low, high))))
+    return tuple(draw_row(choose, table, pos) for _ in range(choose(low, high)))
 
 
 @dataclass(frozen=True)
@@ -168,6 +178,10 @@ class Step:
 STEP_KINDS: list[tuple[str, ...]] = [("fact",), ("fact", "dim", "more", "reg"), ("dim",), ("more", "reg")]
 
 
+InitialFiles = tuple[tuple[str, tuple[tuple[str | None, tuple[Row, ...]], ...]], ...]
+"""Per table, its initial files as (p, rows)."""
+
+
 @dataclass(frozen=True)
 class IvmScenario:
     """Generated input of one example: the initial files of every table, and the steps.
@@ -175,7 +189,7 @@ class IvmScenario:
     ``initial`` holds, per table, its files as (p, rows); steps are applied one by one.
     """
 
-    initial: tuple[tuple[str, tuple[tuple[str | None, tuple[Row, ...]], ...]], ...]
+    initial: InitialFiles
     steps: tuple[Step, ...]
 
     def files(self, table: str) -> tuple[tuple[str | None, tuple[Row, ...]], ...]:
@@ -191,28 +205,37 @@ class IvmScenario:
         return "\n".join(lines)
 
 
-def _fact_append(draw: st.DrawFn, pos: Positions, parts: list[str | None], fresh: bool) -> Append:
-    """An append to ``fact``: into an existing partition, or a fresh one (always when ``fresh``)."""
-    choice = draw(st.integers(0, 9))
-    if fresh or choice % (len(parts) + 1) == len(parts):
+def _fact_append(choose: Choose, pos: Positions, parts: list[str | None], fresh: bool | None) -> Append:
+    """An append to ``fact``: into a fresh partition (``fresh`` True), an existing one
+    (False), or either (None: drawn)."""
+    choice = choose(0, 9)
+    if fresh or (fresh is None and choice % (len(parts) + 1) == len(parts)):
         value = next(p for p in PARTS if p not in parts)
         parts.append(value)
-        return Append("fact", draw_rows(draw, "fact", pos, 2, 3), value, True)
-    return Append("fact", draw_rows(draw, "fact", pos, 2, 3), parts[choice % len(parts)])
+        return Append("fact", draw_rows(choose, "fact", pos, 2, 3), value, True)
+    return Append("fact", draw_rows(choose, "fact", pos, 2, 3), parts[choice % len(parts)])
 
 
-def _step(draw: st.DrawFn, kind: tuple[str, ...], pos: Positions, parts: list[str | None]) -> Step:
-    if draw(st.integers(0, 9)) == 9:  # one step in ten changes nothing (never in the simplest)
-        return Step(())
+def make_step(
+    choose: Choose, kind: tuple[str, ...], pos: Positions, parts: list[str | None], fresh: bool | None = None
+) -> Step:
+    """The appends of one step to the tables of ``kind`` (``fresh``: of a ``fact`` alone, as
+    :func:`_fact_append`; with other tables ``fact`` always gets a fresh partition)."""
     appends = []
     for table in kind:
         if table == "fact":
-            appends.append(_fact_append(draw, pos, parts, fresh=len(kind) > 1))
+            appends.append(_fact_append(choose, pos, parts, fresh=True if len(kind) > 1 else fresh))
         elif table == "more":
-            appends.append(Append("more", draw_rows(draw, "more", pos, 1, 2), _pick(draw, PARTS, 0)))
+            appends.append(Append("more", draw_rows(choose, "more", pos, 1, 2), _pick(choose, PARTS, 0)))
         else:
-            appends.append(Append(table, draw_rows(draw, table, pos, 2 if table == "dim" else 1, 2)))
+            appends.append(Append(table, draw_rows(choose, table, pos, 2 if table == "dim" else 1, 2)))
     return Step(tuple(appends))
+
+
+def _step(choose: Choose, kind: tuple[str, ...], pos: Positions, parts: list[str | None]) -> Step:
+    if choose(0, 9) == 9:  # one step in ten changes nothing (never in the simplest)
+        return Step(())
+    return make_step(choose, kind, pos, parts)
 
 
 @st.composite
@@ -223,17 +246,24 @@ def ivm_scenarios(draw: st.DrawFn, steps: tuple[int, int] | None = None) -> IvmS
     among their rows), then one append to ``fact`` alone, then one to every table at once
     with a new ``fact`` partition and new group keys.
     """
+    choose = drawing(draw)
     pos = Positions()
-    parts: list[str | None] = PARTS[: draw(st.integers(2, 3))]
-    fact = tuple((p, draw_rows(draw, "fact", pos, 2, 3)) for p in parts for _ in range(draw(st.integers(1, 2))))
-    more = ((_pick(draw, PARTS, 1), draw_rows(draw, "more", pos, 1, 3)),)
-    dim = ((None, draw_rows(draw, "dim", pos, 2, 4)),)
-    reg = ((None, draw_rows(draw, "reg", pos, 2, 3)),)
-    initial = (("fact", fact), ("more", more), ("dim", dim), ("reg", reg))
+    parts: list[str | None] = PARTS[: choose(2, 3)]
+    initial = initial_files(choose, pos, parts)
     order = draw(st.permutations(range(len(STEP_KINDS))))
-    count = draw(st.integers(*(steps or IVM_STEPS[profile_name()])))
-    plan = [_step(draw, STEP_KINDS[order[i % len(order)]], pos, parts) for i in range(count)]
+    count = choose(*(steps or IVM_STEPS[profile_name()]))
+    plan = [_step(choose, STEP_KINDS[order[i % len(order)]], pos, parts) for i in range(count)]
     return IvmScenario(initial, tuple(plan))
+
+
+def initial_files(choose: Choose, pos: Positions, parts: list[str | None]) -> InitialFiles:
+    """The initial files of the four tables: ``fact`` with one or two files per partition
+    of ``parts``, the others with one file each."""
+    fact = tuple((p, draw_rows(choose, "fact", pos, 2, 3)) for p in parts for _ in range(choose(1, 2)))
+    more = ((_pick(choose, PARTS, 1), draw_rows(choose, "more", pos, 1, 3)),)
+    dim = ((None, draw_rows(choose, "dim", pos, 2, 4)),)
+    reg = ((None, draw_rows(choose, "reg", pos, 2, 3)),)
+    return (("fact", fact), ("more", more), ("dim", dim), ("reg", reg))
 
 
 # ---------------------------------------------------------------------------------------------

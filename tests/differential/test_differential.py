@@ -6,9 +6,12 @@ shape; hypothesis generates the base data and a sequence of outside writes (add 
 rewrite a file, delete a partition, add a partition, change a non-partitioned table). After
 the initial build and after every write, every MV is refreshed (inner MV first) and
 compared with the oracle; a refresh that does not end SUCCESS or SKIPPED fails the test
-with its error. The fast profile (``make test``) runs one example of each case marked
-``fast``; ``SPARKMV_DIFF_PROFILE=slow`` (``make test-slow``) runs ten times the examples, of
-every case, with longer write sequences.
+with its error. The fast profile (``make test``) runs, for each case marked ``fast``, one
+fixed seeded example (:mod:`tests.differential.examples`: NULLs, negative and large values,
+unmatched join keys on both sides, several partitions and files, the writes listed in
+``FAST_WRITES``; together every write kind); ``SPARKMV_DIFF_PROFILE=slow`` (``make
+test-slow``) runs those and ten generated examples per case, of every case, with longer
+write sequences. ``test_selftest.py`` shows the fast examples catch planted bugs.
 
 Cases that fail on main because of issue 10 are marked xfail in ``KNOWN_ISSUE_10_FAILURES``;
 set ``ISSUE_10_FIXED = True`` once the fix is merged.
@@ -22,9 +25,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
+from tests.differential.examples import Scenario, fast_example
 from tests.differential.harness import (
     ARROW_TYPES,
     NON_NULL_VALUES,
@@ -33,9 +37,7 @@ from tests.differential.harness import (
     PartitionValue,
     Row,
     World,
-    Write,
     compare,
-    diff_settings,
     dim_rows,
     duck_relation,
     extra_values,
@@ -46,6 +48,7 @@ from tests.differential.harness import (
     render,
     run_oracle,
     run_problem,
+    seeded_settings,
     tables_of,
     write_sequences,
 )
@@ -148,24 +151,6 @@ def _param(case: Case) -> Any:
 
 
 # ---------------------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Scenario:
-    """Generated input of one example: initial files per partition, the non-partitioned
-    tables' rows, and the outside writes applied one by one."""
-
-    partitions: tuple[tuple[PartitionValue, tuple[tuple[Row, ...], ...]], ...]
-    extra: tuple[tuple[PartitionValue, Row], ...]
-    dim: tuple[Row, ...]
-    steps: tuple[Write, ...]
-
-    def describe(self) -> str:
-        lines = ["initial fact partitions:"]
-        lines += [f"  p={hive_text(v)}: {[list(f) for f in files]}" for v, files in self.partitions]
-        lines.append(f"initial extra rows (p, id, k, v, amt): {list(self.extra)}")
-        lines.append(f"initial dim rows (k, label): {list(self.dim)}")
-        return "\n".join(lines)
-
-
 @st.composite
 def scenarios(draw: st.DrawFn, ptype: str, tables: set[str]) -> Scenario:
     values: list[PartitionValue] = draw(st.lists(NON_NULL_VALUES[ptype], min_size=1, max_size=3, unique_by=hive_text))
@@ -285,10 +270,12 @@ def run_scenario(spark: Any, case: Case, scenario: Scenario, root: Path) -> None
 def test_mv_equals_duckdb_after_every_refresh(spark: Any, case: Case) -> None:
     tables = tables_of(render(case.shape, case.expr))
 
-    @diff_settings()
-    @given(scenario=scenarios(case.ptype, tables))
     def check(scenario: Scenario) -> None:
         with tempfile.TemporaryDirectory(prefix="sparkmv-diff-") as tmp:
             run_scenario(spark, case, scenario, Path(tmp))
 
-    check()
+    test = given(scenario=scenarios(case.ptype, tables))(check)
+    seeded = fast_example(case.id, case.ptype, tables)
+    if seeded is not None:
+        test = example(scenario=seeded)(test)
+    seeded_settings()(test)()

@@ -20,6 +20,7 @@ from tests.differential.harness import (
     render,
     run_oracle,
     run_problem,
+    tables_of,
 )
 from tests.differential.test_differential import Case, Checker, Mismatch, Scenario
 
@@ -120,3 +121,51 @@ def test_checker_reports_a_stale_mv_and_a_wrong_oracle(spark: Any, tmp_path: Pat
         checker.diff = lambda mv, sql: checker.__class__.diff(checker, mv, wrong)  # type: ignore[method-assign]
         with pytest.raises(Mismatch, match=r"(?s)case string-identity-agg, after step X:\nMV mv: columns.*CREATE"):
             checker.refresh_and_check("step X")
+
+
+def test_fast_examples_hold_real_data_and_every_write_kind() -> None:
+    from tests.differential.examples import FAST_WRITES, fact_rows_of, fast_example
+    from tests.differential.test_differential import CASES
+
+    fast = [c for c in CASES if c.fast]
+    assert sorted(c.id for c in fast) == sorted(FAST_WRITES)
+    kinds: dict[str, set[str]] = {}
+    for case in fast:
+        tables = tables_of(render(case.shape, case.expr))
+        s = fast_example(case.id, case.ptype, tables)
+        assert s is not None
+        rows = fact_rows_of(s)
+        ids, vs, amts = [r[0] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
+        assert len(set(ids)) == len(ids) and None in [r[1] for r in rows] and None in vs and None in amts
+        present_v, present_a = [v for v in vs if v is not None], [a for a in amts if a is not None]
+        assert min(present_v) < 0 < 10**12 <= max(present_v) and min(present_a) < 0 < 10**7 < max(present_a)
+        values = [v for v, _ in s.partitions]
+        assert None in values and len(values) >= 3 and max(len(files) for _, files in s.partitions) == 2
+        if "dim" in tables:
+            fact_keys, dim_keys = {r[1] for r in rows} - {None}, {r[0] for r in s.dim} - {None}
+            assert fact_keys - dim_keys and dim_keys - fact_keys and fact_keys & dim_keys and None in dict(s.dim)
+        if "extra" in tables:
+            ps = [p for p, _ in s.extra]
+            assert None in ps and set(ps) - set(values) and set(ps) & set(values) - {None}
+        assert len(s.steps) >= 2
+        kinds.setdefault(case.ptype, set()).update(w.kind for w in s.steps)
+    on_fact = {"add_file", "rewrite_file", "delete_partition", "add_partition"}
+    assert all(on_fact <= kinds[ptype] for ptype in ("string", "date", "timestamp")), kinds
+    assert set().union(*kinds.values()) == on_fact | {"extra_file", "dim_rewrite"}
+
+
+def test_fast_example_writes_resolve_as_listed(tmp_path: Path) -> None:
+    # add_partition adds a partition that is absent (boolean: re-adds the one just deleted).
+    from tests.differential.examples import fast_example
+
+    s = fast_example("boolean-identity-agg", "boolean", {"fact"})
+    assert s is not None
+    world = World(tmp_path, "boolean")
+    for value, files in s.partitions:
+        for rows in files:
+            world.write_fact(value, rows)
+    for w in s.steps:
+        world.apply(w, None)
+    deleted = world.log[0].removeprefix("delete partition ")
+    assert world.log[0].startswith("delete partition p=") and world.log[1].startswith(f"add {deleted}/")
+    assert len(world.partition_dirs()) == 3

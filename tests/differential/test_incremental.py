@@ -20,15 +20,18 @@ removed, an Iceberg overwrite or row delete): the strict INCREMENTAL MV's run en
 and the MV keeps its rows; an AUTO MV over the same query falls back to PCT or FULL with a
 reason, and is correct, also after a later append.
 
-Run: ``pytest tests/differential/test_incremental.py`` (fast profile, one example per case,
-two steps; part of ``make test``); ``SPARKMV_DIFF_PROFILE=slow`` (``make test-slow``): ten
-examples per case, every shape, three to five steps. ``SPARKMV_IVM_REFRESH_MODE=FULL`` creates
-the MVs with that mode instead and expects it: a check of the oracle side alone.
+Run: ``pytest tests/differential/test_incremental.py`` (fast profile, part of ``make
+test``: one fixed seeded example per case, :mod:`tests.differential.ivm_examples`, with the
+step kinds of ``IvmCase.steps``, and one per breaking change kind); ``SPARKMV_DIFF_PROFILE=slow``
+(``make test-slow``): those and ten generated examples per case, every shape, three to five
+steps. ``SPARKMV_IVM_REFRESH_MODE=FULL`` creates the MVs with that mode instead and expects
+it: a check of the oracle side alone.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -38,11 +41,12 @@ from typing import Any
 import duckdb
 import pyarrow.parquet as pq
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
-from tests.differential.harness import diff_settings, profile_name
+from tests.differential.harness import profile_name, seeded_settings
 from tests.differential.ivm_compare import compare
+from tests.differential.ivm_examples import seeded_choose, seeded_ivm_scenario
 from tests.differential.ivm_harness import (
     TABLES,
     IvmMv,
@@ -53,6 +57,7 @@ from tests.differential.ivm_harness import (
     Step,
     arrow_rows,
     draw_rows,
+    drawing,
     ivm_scenarios,
     mv_of,
     run_oracle,
@@ -208,13 +213,17 @@ class IvmCase:
     """A storage layout of the base tables and the MV shapes maintained over it.
 
     ``fast``: the shapes of the fast profile (together, the fast cases cover every shape,
-    each storage, and a mix); the slow profile runs ``shapes``.
+    each storage, and a mix); the slow profile runs ``shapes``. ``steps``: the step kinds
+    (:data:`tests.differential.ivm_examples.STEP_KINDS`) of the case's fixed example, run in
+    both profiles; together the cases append every step kind to every storage kind.
     """
 
     id: str
     kinds: tuple[tuple[str, str], ...]
     shapes: tuple[str, ...]
     fast: tuple[str, ...]
+    steps: tuple[str, ...]
+    seed: int
 
     def mvs(self) -> list[IvmMv]:
         return [mv_of(s) for s in (self.shapes if profile_name() == "slow" else self.fast)]
@@ -223,19 +232,30 @@ class IvmCase:
 ALL_SHAPES = ("proj", "union", "join", "join3", "agg", "agg_by_k", "agg_by_p", "global", "join_agg")
 P, ICE = "parquet", "iceberg"
 IVM_CASES = [
-    IvmCase("parquet", tuple((t, P) for t in TABLES), ALL_SHAPES, ("proj", "join3", "agg", "global")),
-    IvmCase("iceberg", tuple((t, ICE) for t in TABLES), ALL_SHAPES, ("agg_by_p", "join", "global")),
+    IvmCase("parquet", tuple((t, P) for t in TABLES), ALL_SHAPES, ("proj", "agg", "global"), ("fact", "all"), 16),
+    IvmCase(
+        "iceberg",
+        tuple((t, ICE) for t in TABLES),
+        ALL_SHAPES,
+        ("agg_by_p", "join", "join_agg"),
+        ("fact_new", "all", "none"),
+        39,
+    ),
     IvmCase(
         "mixed",
         (("fact", ICE), ("more", P), ("dim", P), ("reg", ICE)),
         ("union", "join", "join3", "join_agg", "agg_by_p"),
         ("union", "join3", "join_agg"),
+        ("fact", "dim", "more_reg"),
+        46,
     ),
     IvmCase(
         "mixed-parquet-fact",
         (("fact", P), ("more", ICE), ("dim", ICE), ("reg", P)),
         ("union", "join", "join3", "join_agg", "agg_by_k"),
-        (),
+        ("agg_by_k", "union", "join3"),
+        ("fact_new", "dim", "more_reg"),
+        50,
     ),
 ]
 
@@ -277,8 +297,9 @@ def run_ivm_scenario(spark: Any, case: IvmCase, scenario: IvmScenario, root: Pat
 
 @pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in IVM_CASES if c.mvs()])
 def test_incremental_mv_equals_duckdb_after_every_refresh(spark: Any, case: IvmCase) -> None:
-    @diff_settings()
+    @seeded_settings()
     @given(scenario=ivm_scenarios())
+    @example(scenario=seeded_ivm_scenario(case.seed, case.steps))
     def check(scenario: IvmScenario) -> None:
         with tempfile.TemporaryDirectory(prefix="sparkmv-ivm-") as tmp:
             run_ivm_scenario(spark, case, scenario, Path(tmp))
@@ -306,6 +327,8 @@ class Breaking:
 
 
 BREAKING_KINDS = {"parquet": ("rewrite", "remove"), "iceberg": ("delete", "overwrite")}
+# The seeds of the fixed examples (their initial files pass ivm_examples.missing_data).
+BREAKING_SEEDS = {"rewrite": 60, "remove": 66, "delete": 71, "overwrite": 73}
 
 
 def apply_breaking(world: IvmWorld, change: Breaking) -> None:
@@ -341,7 +364,7 @@ def breaking_scenarios(draw: st.DrawFn, storage: str) -> tuple[IvmScenario, Brea
     scenario = draw(ivm_scenarios(steps=(2, 2)))
     pos = Positions()
     pos.next["fact"] = 500  # ids apart from the generated ones
-    rows = draw_rows(draw, "fact", pos, 1, 3)
+    rows = draw_rows(drawing(draw), "fact", pos, 1, 3)
     return scenario, Breaking(draw(st.sampled_from(BREAKING_KINDS[storage])), draw(st.integers(0, 9)), rows)
 
 
@@ -389,12 +412,25 @@ def expect_fallback(run: Any) -> str | None:
     return f"expected SUCCESS with mode PCT or FULL and a reason, got {run_text(run)}"
 
 
+def seeded_breaking(kind: str, seed: int) -> tuple[IvmScenario, Breaking]:
+    """The fixed example of breaking change ``kind``: an append to an existing ``fact``
+    partition (``rewrite``, ``delete``) or no change (cheaper: ``remove``, ``overwrite``),
+    the change, an append to a new partition."""
+    choose = seeded_choose(seed + 100)
+    pos = Positions()
+    pos.next["fact"] = 500  # ids apart from the scenario's
+    change = Breaking(kind, random.Random(seed).randrange(10), draw_rows(choose, "fact", pos, 2, 3))
+    first = "fact" if kind in ("rewrite", "delete") else "none"
+    return seeded_ivm_scenario(seed, (first, "fact_new")), change
+
+
 @pytest.mark.parametrize("storage", ["parquet", "iceberg"])
 def test_change_not_append_only_fails_incremental_and_auto_falls_back(spark: Any, storage: str) -> None:
-    @diff_settings()
-    @given(generated=breaking_scenarios(storage))
     def check(generated: tuple[IvmScenario, Breaking]) -> None:
         with tempfile.TemporaryDirectory(prefix="sparkmv-ivm-") as tmp:
             run_breaking_scenario(spark, storage, *generated, Path(tmp))
 
-    check()
+    test = given(generated=breaking_scenarios(storage))(check)
+    for kind in BREAKING_KINDS[storage]:  # every kind, in both profiles
+        test = example(generated=seeded_breaking(kind, BREAKING_SEEDS[kind]))(test)
+    seeded_settings()(test)()

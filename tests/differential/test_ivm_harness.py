@@ -106,7 +106,7 @@ def first_example(steps: tuple[int, int]) -> IvmScenario:
 
 
 def test_simplest_scenario_has_null_keys_new_groups_and_both_join_sides() -> None:
-    # The fast profile runs the simplest example only: it must already test what matters.
+    # Hypothesis starts from the simplest example: it already tests what matters.
     s = first_example((2, 2))
     fact = [r for _, rows in s.files("fact") for r in rows]
     assert None in [p for p, _ in s.files("fact")] and None in [r[1] for r in fact]
@@ -179,3 +179,35 @@ def test_checker_reports_a_wrong_mv_and_a_wrong_mode(spark: Any, tmp_path: Path)
         failed = r"MV mv_agg: expected FAILED \(change not append-only\), got run \d+: SUCCESS, mode FULL"
         assert re.match(failed, lines[1])
         assert lines[2] == "MV mv_agg: differs from its contents before the step (the run failed):"
+
+
+def test_fast_examples_append_every_step_kind_to_every_storage_with_real_data() -> None:
+    from tests.differential.ivm_examples import STEP_KINDS, missing_data, seeded_ivm_scenario
+    from tests.differential.test_incremental import (
+        ALL_SHAPES,
+        BREAKING_KINDS,
+        BREAKING_SEEDS,
+        IVM_CASES,
+        seeded_breaking,
+    )
+
+    covered: set[tuple[str, str, str]] = set()
+    for case in IVM_CASES:
+        s = seeded_ivm_scenario(case.seed, case.steps)
+        assert missing_data(s) == [] and case.fast, case.id
+        kinds = dict(case.kinds)
+        for kind, step in zip(case.steps, s.steps, strict=True):
+            tables, fresh = STEP_KINDS[kind]
+            assert [a.table for a in step.appends] == list(tables)
+            assert all(a.new_partition == fresh for a in step.appends if a.table == "fact" and fresh is not None)
+            covered |= {(kind, t, kinds[t]) for t in tables}
+    assert "none" in {k for case in IVM_CASES for k in case.steps}
+    wanted = {(k, t, storage) for k, (ts, _) in STEP_KINDS.items() for t in ts for storage in ("parquet", "iceberg")}
+    assert wanted - covered == set()
+    assert {shape for case in IVM_CASES for shape in case.fast} == set(ALL_SHAPES)
+    layouts = {tuple(sorted(set(dict(case.kinds).values()))) for case in IVM_CASES}
+    assert layouts == {("parquet",), ("iceberg",), ("iceberg", "parquet")}
+    for kinds in BREAKING_KINDS.values():
+        for kind in kinds:
+            scenario, change = seeded_breaking(kind, BREAKING_SEEDS[kind])
+            assert missing_data(scenario) == [] and change.kind == kind and change.rows
