@@ -20,7 +20,7 @@ from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources.changes import APPEND, NOT_APPEND_ONLY, UNCHANGED, BaseChange, base_change
+from sparkmv.sources.changes import APPEND, APPLICABLE, NOT_APPEND_ONLY, SIGNED, UNCHANGED, BaseChange, base_change
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.refreshable import changelog_delta
 from sparkmv.storage.iceberg import IcebergStore
@@ -158,7 +158,7 @@ def incremental_candidate(
             return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed"), {}
         changes[table] = change
     inputs = {
-        t: IncrementalInput(c.old if c.kind == "append" else inp.pinned[t], c.delta if c.kind == "append" else None)
+        t: IncrementalInput(c.old if c.kind in APPLICABLE else inp.pinned[t], c.delta if c.kind in APPLICABLE else None)
         for t, c in changes.items()
     }
     return _estimate(rt, mv, inp, analysis, changes), inputs
@@ -215,12 +215,12 @@ def _estimate(
 ) -> Candidate:
     """The INCREMENTAL candidate's estimate and the change-ratio cap (see module
     :mod:`sparkmv.refresh.incremental.candidates`)."""
-    changed = {t: c for t, c in changes.items() if c.kind == "append"}
+    changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
     joined = sum(_bytes(inp.pinned[o]) for t in changed for o in inp.pinned if o != t)
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     total = appended + joined + rewritten
-    parts = [f"{size_text(appended)} appended to {', '.join(sorted(changed)) or 'no base table'}"]
+    parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
     if joined:
         parts.append(f"joins {size_text(joined)}")
     if rewritten:
@@ -237,10 +237,29 @@ def _estimate(
     return Candidate("INCREMENTAL", True, total, "; ".join(parts))
 
 
+def change_text(change: BaseChange) -> str:
+    """The change of one base table for the INCREMENTAL candidate's reason.
+
+    >>> from sparkmv.sources.pinned import PinnedTable
+    >>> old = PinnedTable("t", "iceberg", "{}", [])
+    >>> change_text(BaseChange("t", SIGNED, None, old, old, 2048, 10, rows_retracted=4, files_read=2))
+    "base table 't': +10 / -4 rows (signed change log), 2 files read (2.0 KiB)"
+    >>> change_text(BaseChange("t", APPEND, None, old, old, 10, None))
+    "base table 't': 10 bytes appended"
+    """
+    if change.kind == SIGNED:
+        return (
+            f"base table '{change.table}': +{change.delta_rows or 0} / -{change.rows_retracted} rows (signed change "
+            f"log), {change.files_read} files read ({size_text(change.delta_bytes)})"
+        )
+    rows = f" ({change.delta_rows} rows)" if change.delta_rows is not None else ""
+    return f"base table '{change.table}': {size_text(change.delta_bytes)} appended{rows}"
+
+
 def _rewritten_bytes(rt: Runtime, mv: MvDefinition, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:
     """Bytes of the MV the merge rewrites: none for an append-only projection; the whole
-    MV when unpartitioned; else about one MV partition per appended file."""
-    if not analysis.aggregate:
+    MV when unpartitioned; else about one MV partition per changed file."""
+    if not analysis.aggregate and not any(c.kind == SIGNED for c in changed.values()):
         return 0
     parts = IcebergStore.partitions(rt.iceberg.load(mv.name))
     total = sum(p.size_bytes for p in parts)
