@@ -124,12 +124,17 @@ def check(client: Any, world: World, mv: IvmMv, tables: list[str], expect: str |
     run = client.refresh(mv.name)
     context = f"{mv.name} after {step}: run {run.run_id} {run.state} {run.mode} ({run.reason}) {run.error or ''}"
     assert run.state == "SUCCESS" and (expect is None or run.mode == expect), context + "\n" + "\n".join(world.log)
+    assert_oracle(client, world, mv, tables, context)
+    return run
+
+
+def assert_oracle(client: Any, world: World, mv: IvmMv, tables: list[str], context: str) -> None:
+    """``mv`` holds exactly the oracle's rows."""
     df = client.table(mv.name)
     with duckdb.connect() as con:
         columns, rows = world.oracle(mv, con, tables)
     diff = compare(list(df.columns), [tuple(r) for r in df.collect()], columns, rows)
     assert diff is None, f"{context}\n{diff}\nwrites:\n" + "\n".join(world.log)
-    return run
 
 
 def _mvs() -> list[tuple[IvmMv, list[str]]]:
@@ -202,3 +207,88 @@ def test_mvs_follow_copy_on_write_deletes_and_updates(make_client: Any, tmp_path
     assert run.mode in ("PCT", "FULL"), run
     reason = next(c["reason"] for c in run.candidates if c["mode"] == "INCREMENTAL")
     assert reason == f"snapshot {consumed} of base table 'default.fact' was expired", reason
+
+
+def _external_world(client: Any, tmp_path: Path) -> World:
+    """``lake.db.fact`` (partitioned by ``p``) in an external SQLite Iceberg catalog."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.transforms import IdentityTransform
+
+    uri, warehouse = f"sqlite:///{tmp_path / 'lake.db'}", tmp_path / "lake"
+    warehouse.mkdir()
+    lake = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
+    lake.create_namespace("db")
+    table = lake.create_table(("db", "fact"), schema=arrow_schema("fact"))
+    p = table.schema().find_field("p")
+    with table.update_spec() as spec:
+        spec.add_field(p.name, IdentityTransform(), "p")
+    del PartitionField, PartitionSpec
+    client.execute(
+        'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
+        f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
+    )
+    return World(client, random.Random(SEED + 1), lambda _t: lake.load_table(("db", "fact")))
+
+
+def _crashed_then_recovered(client: Any, name: str, point: str, chunk: int | None) -> Any:
+    """Refresh ``name`` crashing at fault ``point`` (a process death: the run is left with
+    its lease), wait for the lease to expire, recover; returns the recovered run."""
+    from sparkmv.refresh.faults import FaultInjector
+    from tests.refresh.procs import wait_lease_expired
+    from tests.refresh.test_fault_inprocess import CrashAt, SimulatedCrash
+
+    client.runtime.faults = CrashAt(point, chunk)
+    with pytest.raises(SimulatedCrash):
+        client.refresh(name)
+    client.runtime.faults = FaultInjector()
+    wait_lease_expired(client, name)
+    outcome = next(o for o in client.recover() if o.run is not None)
+    return outcome.run
+
+
+def test_position_deletes_applied_exactly_once_across_crashes(make_client: Any, tmp_path: Path) -> None:
+    from sparkmv.names import ObjectName
+    from tests.sources.position_deletes import delete_rows
+
+    client = make_client(tmp_path / "home")
+    world = _external_world(client, tmp_path)
+    for n in (14, 12):
+        world.append("fact", n)
+    base = mv_of("agg_by_p")
+    mv = IvmMv(
+        base.name, base.partition_by, base.spark_sql.replace("FROM fact f", "FROM lake.db.fact f"), base.duck_sql
+    )
+    client.sql(
+        mv.ddl("INCREMENTAL").replace(
+            "'refresh_mode' = 'INCREMENTAL'",
+            "'refresh_mode' = 'INCREMENTAL', 'lease_timeout_seconds' = '2', 'lease_renew_seconds' = '1'",
+        )
+    )
+    check(client, world, mv, ["fact"], "FULL", "the first build")
+
+    def snapshot() -> int:
+        return int(client.runtime.iceberg.load(ObjectName.parse(mv.name)).current_snapshot().snapshot_id)
+
+    # position delete files (merge-on-read): the run dies after staging its chunk, recovery
+    # resumes it and publishes once
+    deleted = delete_rows(world.load("fact"), lambda t: pc.fill_null(pc.equal(t.column("k"), "a"), False))
+    world.log.append(f"position deletes of {deleted} rows with k = 'a'")
+    assert deleted > 0
+    run = _crashed_then_recovered(client, mv.name, "after_progress_recorded", 0)
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert_oracle(client, world, mv, ["fact"], "position deletes (recovered)")
+    # more position deletes on files that have some already, and a copy-on-write delete of
+    # rows of files with delete files: the run dies after its publish, recovery completes
+    # the catalog side without publishing again
+    ids = world.pick_ids("fact", 4)
+    deleted = delete_rows(world.load("fact"), lambda t: pc.is_in(t.column("id"), pa.array(ids[:2], pa.int64())))
+    world.delete("fact", In("id", ids[2:]))
+    world.log.append(f"position deletes of ids {ids[:2]} ({deleted} rows)")
+    run = _crashed_then_recovered(client, mv.name, "after_publish", None)
+    published = snapshot()
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert snapshot() == published
+    run = client.refresh(mv.name)
+    assert run.state == "SKIPPED", f"the consumed positions advanced with the recovered run: {run}"
+    assert_oracle(client, world, mv, ["fact"], "position and copy-on-write deletes (recovered)")
