@@ -155,7 +155,8 @@ def incremental_candidate(
             return Candidate("INCREMENTAL", False, None, why), {}
         change = _change(rt, PinnedTable.from_json(positions[table]), new)
         if change.kind == "not_append_only":
-            return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed"), {}
+            read = [change_json(c) for c in [*changes.values(), change]]
+            return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed", changes=read), {}
         changes[table] = change
     inputs = {
         t: IncrementalInput(c.old if c.kind in APPLICABLE else inp.pinned[t], c.delta if c.kind in APPLICABLE else None)
@@ -231,10 +232,29 @@ def _estimate(
     base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
     ratio = appended / base_bytes
     limit = mv.properties.incremental_max_change_ratio
+    read = [change_json(c) for _, c in sorted(changes.items())]
     if changed and ratio > limit and mv.properties.refresh_mode == "AUTO":
-        why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g}"
-        return Candidate("INCREMENTAL", False, total, why)
-    return Candidate("INCREMENTAL", True, total, "; ".join(parts))
+        why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
+        return Candidate("INCREMENTAL", False, total, why, changes=read)
+    return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
+
+
+def change_json(change: BaseChange) -> dict[str, Any]:
+    """The change of one base table as stored with the INCREMENTAL candidate
+    (:attr:`Candidate.changes`)."""
+    return {
+        "table": change.table,
+        "kind": change.kind,
+        "rows_added": change.delta_rows if change.kind in APPLICABLE else 0,
+        "rows_retracted": change.rows_retracted,
+        "files_read": change.files_read or _files(change),
+        "bytes_read": change.delta_bytes,
+        "reason": change.reason,
+    }
+
+
+def _files(change: BaseChange) -> int:
+    return sum(len(p.files) for p in change.delta.partitions.values()) if change.delta is not None else 0
 
 
 def change_text(change: BaseChange) -> str:
