@@ -163,6 +163,12 @@ def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) ->
 
     schema = schema_from_json(pinned.schema_json)
     parts = pinned.partitions
+    if any("|" in key for key in parts):  # a Delta table's change (sparkmv.sources.delta)
+        from sparkmv.sources.delta import read_signed
+
+        both = all(any(k.startswith(s + "|") for k in parts) for s in "+-")
+        rows = read_signed(spark, pinned)
+        return _netted(rows, [f.name for f in schema.fields]) if both else rows
     frames = []
     for role, sign in ((ADDED, 1), (REMOVED, -1)):
         if role in parts:
