@@ -459,3 +459,29 @@ def test_parquet_schema_change(root: Path) -> None:
     current = dataclasses.replace(_pin_dir(root), schema_json=SPARK_SCHEMA.replace('"string"', '"binary"'))
     change = base_change(consumed, current, None)
     assert change.reason == "schema of base table 'default.e' changed since it was consumed"
+
+
+def test_position_deletes_retract_the_rows_at_their_positions(table: Table) -> None:
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    from sparkmv.sources import signed
+    from tests.sources.position_deletes import delete_rows
+
+    table.append(_rows((1, "a"), (1, "b"), (1, "c")))
+    table.append(_rows((2, "d")))
+    consumed = _pin(table)
+    assert delete_rows(table, lambda t: pc.equal(t.column("v"), "b")) == 1
+    first = dataclasses.replace(consumed, snapshot_id=_sid(table))  # pinning refuses delete files
+    change = signed.signed_change(consumed, first, table)
+    assert change.delta is not None and set(change.delta.partitions) == {signed.REPOSITIONED}
+    assert (change.rows_added, change.rows_retracted, change.files_read) == (0, 1, 1)
+    rows = signed._arrow_rows(change.delta, table, ["p", "v"]).to_pylist()
+    assert rows == [{"p": 1, "v": "b", "__smv_sign": -1}]
+    # more deletes of the same file: only the positions deleted since are retracted
+    delete_rows(table, lambda t: pc.is_in(t.column("v"), pa.array(["a", "d"])))
+    later = signed.signed_change(first, dataclasses.replace(first, snapshot_id=_sid(table)), table)
+    assert later.delta is not None
+    rows = signed._arrow_rows(later.delta, table, ["p", "v"]).to_pylist()
+    assert sorted((r["v"], r["__smv_sign"]) for r in rows) == [("a", -1), ("d", -1)]
