@@ -68,6 +68,15 @@ def _with_month(table: Any, date_column: str, month_column: str) -> Any:
     return table.append_column(month_column, pc.strftime(table.column(date_column), "%Y-%m"))
 
 
+def _plain_strings(table: Any) -> Any:
+    """``table`` with string_view columns (tpchgen-cli writes them) as strings, which
+    pyiceberg's partitioned writer can filter."""
+    import pyarrow as pa
+
+    fields = [pa.field(f.name, pa.string()) if pa.types.is_string_view(f.type) else f for f in table.schema]
+    return table.cast(pa.schema(fields))
+
+
 def load(client: Any, data: Path) -> dict[str, int]:
     """Create and fill the three Iceberg tables; returns their row counts."""
     import pyarrow.parquet as pq
@@ -78,7 +87,7 @@ def load(client: Any, data: Path) -> dict[str, int]:
     specs = {"orders": ("o_orderdate", "o_ordermonth"), "lineitem": ("l_shipdate", "l_shipmonth"), "customer": None}
     counts = {}
     for name, spec in specs.items():
-        rows = pq.read_table(data / f"{name}.parquet")
+        rows = _plain_strings(pq.read_table(data / f"{name}.parquet"))
         if spec is not None:
             rows = _with_month(rows, *spec)
         store.create_table(ObjectName("default", name), rows.schema, spec[1] if spec else None)

@@ -1,6 +1,7 @@
 """The delta of an MV and its merge into the MV, with Spark.
 
-For base tables ``T1..Tn`` (sorted by name) of which some changed append-only, the delta of
+For base tables ``T1..Tn`` (sorted by name) of which some changed (appended files, or signed
+rows: retractions carry -1 through every term, :mod:`sparkmv.analysis.signed`), the delta of
 the join of their contents is the union, over each changed ``Ti``, of the query with
 ``T1..Ti-1`` read at their new position, ``Ti`` read as its delta, and ``Ti+1..Tn`` at their
 old (consumed) position; of a ``UNION ALL``, only the branches that read ``Ti`` take part.
