@@ -41,7 +41,7 @@ if TYPE_CHECKING:  # pyspark only where a DataFrame is made
 
 SIGNED = "signed"
 """PinnedTable kind of a signed Iceberg change."""
-ADDED, REMOVED, ADDED_DELETES, REMOVED_DELETES, REPOSITIONED = "+", "-", "+d", "-d", "±p"
+ADDED, REMOVED, ADDED_DELETES, REMOVED_DELETES, REPOSITIONED = "+", "-", "+d", "-d", "~p"
 ROLES = (ADDED, REMOVED, ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)
 """Partition keys of a ``signed`` PinnedTable: data files added / removed read as plain
 Parquet, added / removed read through pyiceberg (they carry delete files), and data files
