@@ -19,7 +19,15 @@ from pyiceberg.types import StringType
 
 from sparkmv.names import ObjectName
 from sparkmv.sources import iceberg, parquet
-from sparkmv.sources.changes import APPEND, NOT_APPEND_ONLY, UNCHANGED, BaseChange, base_change, delta_bytes_total
+from sparkmv.sources.changes import (
+    APPEND,
+    NOT_APPEND_ONLY,
+    SIGNED,
+    UNCHANGED,
+    BaseChange,
+    base_change,
+    delta_bytes_total,
+)
 from sparkmv.sources.pinned import PinnedPartition, PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
@@ -184,25 +192,39 @@ def test_compaction_is_skipped_and_never_counted_as_added(table: Table, tmp_path
     assert sorted(rows.column("v").to_pylist()) == ["b", "c"]
 
 
-def test_overwrite_is_not_append_only(table: Table) -> None:
+def _signed_rows(change: BaseChange) -> list[tuple[int, str, int]]:
+    """(p, v, sign) of the plain files of a ``signed`` change, not netted."""
+    assert change.kind == SIGNED and change.delta is not None and change.delta.kind == "signed"
+    out = []
+    for role, sign in (("+", 1), ("-", -1)):
+        part = change.delta.partitions.get(role)
+        for f in part.files if part else []:
+            rows = pq.read_table(f.removeprefix("file://"))
+            out += [(r["p"], r["v"], sign) for r in rows.to_pylist()]
+    return sorted(out)
+
+
+def test_a_copy_on_write_delete_is_a_signed_change(table: Table) -> None:
     table.append(_rows((1, "a"), (1, "b")))
     consumed = _pin(table)
     table.delete("v == 'a'")  # rewrites the file: an overwrite snapshot
-    sid = _sid(table)
     change = base_change(consumed, _pin(table), table)
-    assert (change.kind, change.delta) == (NOT_APPEND_ONLY, None)
-    assert change.reason == f"snapshot {sid} of base table 'default.t' is not an append (operation overwrite)"
+    assert (change.kind, change.reason, change.delta_rows, change.rows_retracted) == (SIGNED, None, 1, 2)
+    # the old file retracted whole, the rewritten one added (netted when read)
+    assert _signed_rows(change) == [(1, "a", -1), (1, "b", -1), (1, "b", 1)]
+    assert change.files_read == 2 and change.delta is not None
+    assert change.delta.since_snapshot_id == consumed.snapshot_id and change.delta.snapshot_id == _sid(table)
 
 
-def test_delete_is_not_append_only_and_the_oldest_offender_is_named(table: Table) -> None:
+def test_deletes_and_overwrites_in_one_range_are_one_signed_change(table: Table) -> None:
     table.append(_rows((1, "a"), (2, "b")))
     consumed = _pin(table)
     table.append(_rows((3, "c")))
     table.delete("p == 2")  # drops a whole file: a delete snapshot
-    sid = _sid(table)
     table.overwrite(_rows((4, "d")))  # delete + append
     change = base_change(consumed, _pin(table), table)
-    assert change.reason == f"snapshot {sid} of base table 'default.t' is not an append (operation delete)"
+    assert change.kind == SIGNED, change.reason
+    assert _signed_rows(change) == [(1, "a", -1), (2, "b", -1), (4, "d", 1)]  # (3, c) came and went
 
 
 def test_expired_consumed_snapshot(store: IcebergStore, table: Table) -> None:
@@ -283,13 +305,12 @@ def test_empty_at_consumption_every_file_is_added(table: Table, tmp_path: Path) 
     assert compacted.delta is not None and _files(compacted.delta) == _files(current)
 
 
-def test_empty_at_consumption_then_delete_is_not_append_only(table: Table) -> None:
+def test_empty_at_consumption_then_delete_adds_what_is_left(table: Table) -> None:
     consumed = _pin(table)
     table.append(_rows((1, "a"), (2, "b")))
     table.delete("p == 1")
-    sid = _sid(table)
     change = base_change(consumed, _pin(table), table)
-    assert change.reason == f"snapshot {sid} of base table 'default.t' is not an append (operation delete)"
+    assert _signed_rows(change) == [(2, "b", 1)]
 
 
 def test_schema_change_is_not_append_only(table: Table) -> None:
@@ -438,3 +459,29 @@ def test_parquet_schema_change(root: Path) -> None:
     current = dataclasses.replace(_pin_dir(root), schema_json=SPARK_SCHEMA.replace('"string"', '"binary"'))
     change = base_change(consumed, current, None)
     assert change.reason == "schema of base table 'default.e' changed since it was consumed"
+
+
+def test_position_deletes_retract_the_rows_at_their_positions(table: Table) -> None:
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    from sparkmv.sources import signed
+    from tests.sources.position_deletes import delete_rows
+
+    table.append(_rows((1, "a"), (1, "b"), (1, "c")))
+    table.append(_rows((2, "d")))
+    consumed = _pin(table)
+    assert delete_rows(table, lambda t: pc.equal(t.column("v"), "b")) == 1
+    first = dataclasses.replace(consumed, snapshot_id=_sid(table))  # pinning refuses delete files
+    change = signed.signed_change(consumed, first, table)
+    assert change.delta is not None and set(change.delta.partitions) == {signed.REPOSITIONED}
+    assert (change.rows_added, change.rows_retracted, change.files_read) == (0, 1, 1)
+    rows = signed._arrow_rows(change.delta, table, ["p", "v"]).to_pylist()
+    assert rows == [{"p": 1, "v": "b", "__smv_sign": -1}]
+    # more deletes of the same file: only the positions deleted since are retracted
+    delete_rows(table, lambda t: pc.is_in(t.column("v"), pa.array(["a", "d"])))
+    later = signed.signed_change(first, dataclasses.replace(first, snapshot_id=_sid(table)), table)
+    assert later.delta is not None
+    rows = signed._arrow_rows(later.delta, table, ["p", "v"]).to_pylist()
+    assert sorted((r["v"], r["__smv_sign"]) for r in rows) == [("a", -1), ("d", -1)]

@@ -114,7 +114,7 @@ def test_append_overwrite_and_delete_refresh_only_the_touched_partitions(
     assert client.refresh("mv").state == "SKIPPED"
 
 
-def test_add_only_commits_are_applied_incrementally_and_a_delete_is_not(
+def test_adds_and_removes_are_applied_incrementally_until_a_removed_file_is_vacuumed(
     make_client: Callable[..., Any], tmp_path: Path
 ) -> None:
     root = tmp_path / "delta"
@@ -127,12 +127,20 @@ def test_add_only_commits_are_applied_incrementally_and_a_delete_is_not(
 
     from deltalake import DeltaTable
 
-    DeltaTable(str(root)).delete("k = 'n'")
-    version = DeltaTable(str(root)).version()
+    DeltaTable(str(root)).delete("k = 'n'")  # remove actions with dataChange: a signed change
+    _write(root, [(D2, "a", 1), (D1, "b", 3)], mode="overwrite", predicate="d = '2024-01-02' OR d = '2024-01-01'")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert "signed change log" in run.reason, run.reason
+    assert _mv_rows(client) == _expected(root)
+
+    DeltaTable(str(root)).delete("k = 'c'")
+    DeltaTable(str(root)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
     before = _mv_rows(client)
     run = client.refresh("mv")
     assert run.state == "FAILED", run
-    assert f"commit {version} of base table 'default.t' removes data (file '" in (run.error or ""), run.error
+    assert "removed from base table 'default.t' since version" in (run.error or ""), run.error
+    assert "was vacuumed: its rows cannot be retracted" in (run.error or ""), run.error
     assert _mv_rows(client) == before
     client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'AUTO')")
     run = client.refresh("mv")

@@ -2,17 +2,22 @@
 consumed and the pinned input of a run (DESIGN.md, "change log").
 
 A position is the :class:`~sparkmv.sources.pinned.PinnedTable` of a run. The change is
-``unchanged``, ``append`` (only rows were added: the delta is the added files) or
-``not_append_only`` (anything else, with the reason naming the base table and the snapshot or
-file that broke it), which an incremental refresh cannot apply.
+``unchanged``, ``append`` (only rows were added: the delta is the added files), ``signed``
+(rows were added and retracted: the delta is signed rows, :mod:`sparkmv.sources.signed`) or
+``not_append_only`` (a change without a readable change log, with the reason naming the base
+table and the snapshot or file), which an incremental refresh cannot apply.
 
 - Iceberg: the snapshots after the consumed one, walked from the current snapshot back through
   parent ids. ``append`` snapshots add files; ``replace`` (compaction) carries no logical
-  change and is skipped; ``overwrite`` / ``delete``, a consumed snapshot that is not an
-  ancestor (rollback, branch) or whose history was expired are not append-only. The added
-  files are pyiceberg's incremental append scan: files added by the ``append`` snapshots of
-  the range, never a compaction's output (an appended file later compacted away is still
-  listed: its snapshot is live, as the walk checked, and its rows are the appended ones).
+  change and is skipped. When every snapshot is one of those and no appended file has delete
+  files, the change is ``append``: the added files are pyiceberg's incremental append scan,
+  files added by the ``append`` snapshots of the range, never a compaction's output (an
+  appended file later compacted away is still listed: its snapshot is live, as the walk
+  checked, and its rows are the appended ones). An ``overwrite`` / ``delete`` (copy-on-write,
+  or position delete files written merge-on-read) makes the change ``signed``: the
+  difference of the two snapshots' scan plans. A consumed snapshot that is not an ancestor
+  (rollback, branch) or whose history was expired, and equality delete files, give
+  ``not_append_only`` with the reason.
 - Parquet: per partition, the consumed files must all still be listed with the same size and
   modification time (:attr:`PinnedPartition.file_stats`); the files beyond them, and new
   partitions, are the delta.
@@ -37,7 +42,10 @@ from sparkmv.storage.iceberg import IcebergStore
 
 UNCHANGED = "unchanged"
 APPEND = "append"
+SIGNED = "signed"
 NOT_APPEND_ONLY = "not_append_only"
+APPLICABLE = (APPEND, SIGNED)
+"""Kinds of change an incremental refresh applies."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +54,7 @@ class BaseChange:
 
     Attributes:
         table: qualified base table name.
-        kind: ``unchanged``, ``append`` or ``not_append_only``.
+        kind: ``unchanged``, ``append``, ``signed`` or ``not_append_only``.
         reason: for ``not_append_only``: why, naming the base table and the snapshot id or
             file; None otherwise.
         old: the consumed position (readable: its snapshot or files still exist when the
@@ -55,9 +63,15 @@ class BaseChange:
             name, kind, schema, partition columns, location and snapshot id; only the
             partitions holding added files, each with their files' bytes and, for Iceberg,
             rows). None otherwise.
-        delta_bytes: bytes of the added files.
-        delta_rows: rows of the added files (Iceberg record counts); None for Parquet.
+            For ``signed``: a PinnedTable of kind ``signed`` (its rows carry a sign).
+        delta_bytes: bytes of the files the delta reads (``append``: the added files;
+            ``signed``: added and removed data files, and files with new delete files).
+        delta_rows: rows added (Iceberg record counts); None for Parquet.
         compactions: ``replace`` snapshots skipped in the range (Iceberg).
+        rows_retracted: ``signed``: rows of the removed data files plus positions deleted
+            (before netting: a copy-on-write rewrite retracts every row of the old file and
+            adds back the kept ones).
+        files_read: data files the delta reads.
     """
 
     table: str
@@ -68,6 +82,8 @@ class BaseChange:
     delta_bytes: int = 0
     delta_rows: int | None = None
     compactions: int = 0
+    rows_retracted: int = 0
+    files_read: int = 0
 
 
 def base_change(consumed: PinnedTable, current: PinnedTable, table: Table | None) -> BaseChange:
@@ -175,18 +191,16 @@ def _iceberg_change(consumed: PinnedTable, current: PinnedTable, table: Table) -
         return _not_append_only(consumed, f"base table '{name}' has no snapshot now; snapshot {old_id} was consumed")
     if old_id is not None and table.snapshot_by_id(old_id) is None:
         return _not_append_only(consumed, f"snapshot {old_id} of base table '{name}' was expired")
-    compactions, reason = _walk(table, name, old_id, new_id)
+    compactions, reason, rewrites = _walk(table, name, old_id, new_id)
     if reason is not None:
         return _not_append_only(consumed, reason)
+    if rewrites:
+        return _signed(consumed, current, table, compactions)
     tasks = list(
         table.incremental_append_scan(from_snapshot_id_exclusive=old_id, to_snapshot_id_inclusive=new_id).plan_files()
     )
-    for task in tasks:
-        if task.delete_files:
-            return _not_append_only(
-                consumed,
-                f"file '{os.path.basename(task.file.file_path)}' appended to base table '{name}' has delete files",
-            )
+    if any(task.delete_files for task in tasks):
+        return _signed(consumed, current, table, compactions)
     if current.catalog_properties is not None:  # external: keys of transformed partitions
         from sparkmv.sources.external_tables import group_tasks
 
@@ -209,14 +223,37 @@ def _iceberg_change(consumed: PinnedTable, current: PinnedTable, table: Table) -
     return _append(consumed, current, parts, compactions)
 
 
-def _walk(table: Table, name: str, old_id: int | None, new_id: int) -> tuple[int, str | None]:
+def _signed(consumed: PinnedTable, current: PinnedTable, table: Table, compactions: int) -> BaseChange:
+    from sparkmv.sources.signed import signed_change
+
+    change = signed_change(consumed, current, table)
+    if change.reason is not None:
+        return _not_append_only(consumed, change.reason)
+    if change.delta is None:
+        return _unchanged(consumed, compactions)
+    return BaseChange(
+        current.name,
+        SIGNED,
+        None,
+        consumed,
+        change.delta,
+        delta_bytes=change.bytes_read,
+        delta_rows=change.rows_added,
+        compactions=compactions,
+        rows_retracted=change.rows_retracted,
+        files_read=change.files_read,
+    )
+
+
+def _walk(table: Table, name: str, old_id: int | None, new_id: int) -> tuple[int, str | None, int]:
     """Walk from snapshot ``new_id`` back through parent ids to ``old_id`` (to the root when
-    None). Returns the ``replace`` snapshots skipped, and the reason when the range is not
-    append-only: a snapshot in between was expired, ``old_id`` is not an ancestor, or one
-    is neither an ``append`` nor a ``replace`` (the oldest such is named)."""
+    None). Returns the ``replace`` snapshots skipped, the reason when the range has no
+    change log (a snapshot in between was expired, ``old_id`` is not an ancestor, or one has
+    an unknown operation, the oldest such named), and the ``overwrite`` / ``delete``
+    snapshots in the range."""
     snap = table.snapshot_by_id(new_id)
     if snap is None:
-        return 0, f"snapshot {new_id} of base table '{name}' was expired"
+        return 0, f"snapshot {new_id} of base table '{name}' was expired", 0
     old = table.snapshot_by_id(old_id) if old_id is not None else None
     chain = []
     while snap.snapshot_id != old_id:
@@ -227,24 +264,29 @@ def _walk(table: Table, name: str, old_id: int | None, new_id: int) -> tuple[int
             # Java Iceberg leaves the parent id of an expired snapshot dangling; pyiceberg
             # clears it, which leaves a root younger than the consumed position.
             after = f"after snapshot {old_id}" if old_id is not None else f"before snapshot {snap.snapshot_id}"
-            return 0, f"the change history of base table '{name}' {after} was expired"
+            return 0, f"the change history of base table '{name}' {after} was expired", 0
         if found is None:
             if old_id is None:
                 break
-            return 0, (
-                f"snapshot {old_id} of base table '{name}' is not an ancestor of its snapshot {new_id}"
-                " (a rollback or a branch)"
+            return (
+                0,
+                (
+                    f"snapshot {old_id} of base table '{name}' is not an ancestor of its snapshot {new_id}"
+                    " (a rollback or a branch)"
+                ),
+                0,
             )
         snap = found
-    compactions = 0
+    compactions = rewrites = 0
     for s in reversed(chain):
         operation = s.summary.operation if s.summary is not None else None
         if operation == Operation.REPLACE:
             compactions += 1
+        elif operation in (Operation.OVERWRITE, Operation.DELETE):
+            rewrites += 1
         elif operation != Operation.APPEND:
-            op = operation.value if operation is not None else "unknown"
-            return 0, f"snapshot {s.snapshot_id} of base table '{name}' is not an append (operation {op})"
-    return compactions, None
+            return 0, f"snapshot {s.snapshot_id} of base table '{name}' has an unknown operation", 0
+    return compactions, None, rewrites
 
 
 def _cut(root: Snapshot, consumed: Snapshot | None) -> bool:

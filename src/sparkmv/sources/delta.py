@@ -15,7 +15,10 @@ through the transaction log by delta-rs (the ``deltalake`` package); no Spark De
 - The change log between two versions is the commit files ``_delta_log/<version>.json`` in
   between: only ``add`` actions with ``dataChange`` (and compactions, ``dataChange`` false,
   of files older than the consumed version) make an append; a ``remove`` with ``dataChange``
-  (delete, overwrite, update, merge) is not append-only, the reason naming the commit.
+  (delete, overwrite, update, merge) makes a signed change: - the rows of each data file of
+  the consumed version no longer listed (readable until VACUUM removes the file: then the
+  reason names it), + the rows of each file added (compactions net out when read). A
+  deletion vector added in the range gives a reason.
 - Deletion vectors in use and column mapping are refused with a :class:`SourceError` naming
   the table and the reader feature (Spark would read the Parquet files wrongly); so is any
   reader feature not in :data:`READABLE_FEATURES`.
@@ -246,6 +249,8 @@ def delta_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange:
     if old == new:
         return BaseChange(name, UNCHANGED, None, consumed, None)
     added, reason = _appended(name, current.location or "", old, new)
+    if reason is not None and reason.startswith(_REMOVES):
+        return _signed_change(consumed, current)
     if reason is not None:
         return BaseChange(name, NOT_APPEND_ONLY, reason, consumed, None)
     if not added:
@@ -315,5 +320,87 @@ def _action_reason(name: str, version: int, action: dict[str, Any], added: dict[
         remove = action["remove"]
         path = unquote(remove["path"])
         if remove.get("dataChange", True) or path in added:
-            return f"commit {version} of base table '{name}' removes data (file '{os.path.basename(path)}')"
+            return f"{_REMOVES}{version} of base table '{name}' removes data (file '{os.path.basename(path)}')"
     return None
+
+
+_REMOVES = "commit "
+"""Start of the reason a commit removes data (the range is then read as a signed change)."""
+
+
+def _file_rows(name: str, location: str, version: int | None) -> dict[str, int | None]:
+    """Absolute data file -> record count at ``version`` (none before the first version)."""
+    if version is None:
+        return {}
+    table = open_table(name, location, version)
+    return {_absolute(location, a["path"]): a["rows"] for a in _adds(table, list(table.metadata().partition_columns))}
+
+
+def _signed_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange:
+    """The signed change from the consumed version to the pinned one: the difference of the
+    two versions' data files, as a PinnedTable of kind ``signed`` whose partition keys are
+    ``+|<key>`` (files added) and ``-|<key>`` (files removed); or the reason a removed file
+    cannot be read (vacuumed)."""
+    import dataclasses
+
+    from sparkmv.sources.changes import NOT_APPEND_ONLY, SIGNED, BaseChange
+
+    name, location = current.name, current.location or ""
+    before = {f: key for key, p in consumed.partitions.items() for f in p.files}
+    after = {f: key for key, p in current.partitions.items() for f in p.files}
+    roles = {"+": sorted(set(after) - set(before)), "-": sorted(set(before) - set(after))}
+    for path in roles["-"]:
+        if not _exists(path):
+            gone = (
+                f"file '{os.path.basename(path)}' removed from base table '{name}' since version "
+                f"{consumed.snapshot_id} was vacuumed: its rows cannot be retracted"
+            )
+            return BaseChange(name, NOT_APPEND_ONLY, gone, consumed, None)
+    rows = {**_file_rows(name, location, consumed.snapshot_id), **_file_rows(name, location, current.snapshot_id)}
+    parts: dict[str, PinnedPartition] = {}
+    for sign, files in roles.items():
+        owner = after if sign == "+" else before
+        for key in sorted({owner[f] for f in files}):
+            mine = [f for f in files if owner[f] == key]
+            parts[f"{sign}|{key}"] = PinnedPartition(
+                files=mine, version=str(current.snapshot_id), bytes=sum(_size(f) for f in mine)
+            )
+    delta = dataclasses.replace(current, kind=SIGNED, partitions=parts, since_snapshot_id=consumed.snapshot_id)
+    return BaseChange(
+        name,
+        SIGNED,
+        None,
+        consumed,
+        delta,
+        delta_bytes=sum(p.bytes for p in parts.values()),
+        delta_rows=sum(rows.get(f) or 0 for f in roles["+"]),
+        rows_retracted=sum(rows.get(f) or 0 for f in roles["-"]),
+        files_read=len(roles["+"]) + len(roles["-"]),
+    )
+
+
+def _exists(path: str) -> bool:
+    try:
+        warehouse.stat(path)
+    except OSError:
+        return False
+    return True
+
+
+def read_signed(spark: SparkSession, pinned: PinnedTable) -> DataFrame:
+    """The signed rows (not netted) of a Delta ``signed`` change: the table's columns and
+    ``__smv_sign``."""
+    import dataclasses
+
+    from pyspark.sql import functions as F
+
+    frames = []
+    for sign in ("+", "-"):
+        parts = {k.split("|", 1)[1]: p for k, p in pinned.partitions.items() if k.startswith(sign + "|")}
+        if parts:
+            side = dataclasses.replace(pinned, kind="delta", partitions=parts)
+            frames.append(read(spark, side).withColumn("__smv_sign", F.lit(1 if sign == "+" else -1)))
+    out = frames[0]
+    for frame in frames[1:]:
+        out = out.unionByName(frame)
+    return out

@@ -81,7 +81,8 @@ class PinnedTable:
         kind: ``parquet``, ``csv``, ``json``, ``orc`` (listed directories), ``delta`` (a
             Delta Lake table, ``snapshot_id`` its version), ``iceberg`` (Iceberg tables and MVs), ``refreshable`` (a
             refreshable table: Iceberg, with its reload run and changelog position) or
-            ``changelog`` (the changelog rows of a refreshable table's delta, signed).
+            ``changelog`` (the changelog rows of a refreshable table's delta, signed) or
+            ``signed`` (the signed change of an Iceberg table, :mod:`sparkmv.sources.signed`).
         schema_json: Spark schema JSON used to read the files.
         partition_columns: Hive/identity partition columns, outermost first.
         partitions: partition path (``col=value[/col2=value2]``, ``""`` unpartitioned) ->
@@ -104,6 +105,8 @@ class PinnedTable:
             properties as registered (secrets only as ``env:NAME``), to load it again.
         read_options: Spark reader options of an external CSV/JSON/ORC table
             (``{"header": "true"}``); None otherwise.
+        since_snapshot_id: kind ``signed``: the consumed snapshot the change starts from
+            (``snapshot_id`` is where it ends); None otherwise.
     """
 
     name: str
@@ -120,6 +123,7 @@ class PinnedTable:
     partition_reason: str | None = None
     catalog_properties: dict[str, str] | None = None
     read_options: dict[str, str] | None = None
+    since_snapshot_id: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-able dict (stored in the run's plan)."""

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pyiceberg.table import Table
+
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
 from sparkmv.errors import SourceError
 from sparkmv.names import ObjectName
-from sparkmv.sources import delta, external, external_tables, files, iceberg, parquet, refreshable
+from sparkmv.sources import delta, external, external_tables, files, iceberg, parquet, refreshable, signed
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
@@ -51,8 +53,14 @@ def pin_base(
     return iceberg.pin(name.qualified, store.load(name))
 
 
-def read_pinned(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
-    """A DataFrame over the pinned files of a base table (of ``partitions`` only, when given)."""
+def read_pinned(
+    spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None, store: IcebergStore | None = None
+) -> DataFrame:
+    """A DataFrame over the pinned files of a base table (of ``partitions`` only, when given).
+
+    ``store`` loads an Iceberg table of sparkmv's catalog for a ``signed`` change whose
+    files carry delete files (a table of an external catalog is loaded from its catalog).
+    """
     if pinned.kind == "parquet":
         return parquet.read(spark, pinned, partitions)
     if pinned.kind in files.FORMATS:
@@ -61,6 +69,22 @@ def read_pinned(spark: SparkSession, pinned: PinnedTable, partitions: set[str] |
         return delta.read(spark, pinned, partitions)
     if pinned.kind == "changelog":
         return refreshable.read_changes(spark, pinned)
+    if pinned.kind == signed.SIGNED:
+        return signed.read(spark, pinned, lambda: _load(pinned, store))
     if pinned.catalog_properties is not None:
         return external_tables.read(spark, pinned, partitions)
     return iceberg.read(spark, pinned, partitions)
+
+
+def _load(pinned: PinnedTable, store: IcebergStore | None) -> Table:
+    """The Iceberg table of ``pinned``: from its external catalog, or from ``store``.
+
+    Raises:
+        SourceError: a table of sparkmv's catalog is read without ``store``.
+    """
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    if pinned.catalog_properties is not None:
+        return external.load_table(name, pinned.catalog_properties)
+    if store is None:
+        raise SourceError(f"the change of base table '{pinned.name}' is read without its catalog")
+    return store.load(name)

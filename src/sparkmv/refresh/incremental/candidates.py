@@ -24,7 +24,7 @@ FULL decides, as StarRocks prefers the least work.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 ORDER = ("INCREMENTAL", "PCT", "FULL")
@@ -40,6 +40,11 @@ class Candidate:
         estimate_bytes: estimated bytes read (None when not eligible and not estimated).
         reason: why it is (not) eligible, or what the estimate covers.
         chosen: True for the technique the run uses.
+        changes: INCREMENTAL: the change log read per base table, one dict each with
+            ``table``, ``kind`` (``unchanged``, ``append``, ``signed``,
+            ``not_append_only``), ``rows_added``, ``rows_retracted``, ``files_read``,
+            ``bytes_read`` and ``reason`` (why the change cannot be applied, else None);
+            the base tables after one that cannot be applied are not read.
     """
 
     mode: str
@@ -47,6 +52,7 @@ class Candidate:
     estimate_bytes: int | None
     reason: str
     chosen: bool = False
+    changes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (``sparkmv.task_runs.candidates``, the run's plan)."""
@@ -96,6 +102,33 @@ def candidate_table(candidates: list[Candidate]) -> list[str]:
         lines.append(
             f"  {c.mode:<12} {'yes' if c.eligible else 'no':<9} {estimate:<10} {'*' if c.chosen else '':<7} {c.reason}"
         )
+    for c in candidates:
+        if c.changes:
+            lines.append(f"change log per base table ({c.mode}):")
+            lines.extend(change_lines(c.changes))
+    return lines
+
+
+def change_lines(changes: list[dict[str, Any]]) -> list[str]:
+    """Lines of the change log per base table (``EXPLAIN REFRESH``).
+
+    >>> print("\\n".join(change_lines([{"table": "default.t", "kind": "signed", "rows_added": 3,
+    ...     "rows_retracted": 5, "files_read": 2, "bytes_read": 4096, "reason": None}])))
+      default.t            signed           +3 rows   -5 rows   2 files   4.0 KiB
+    """
+    lines = []
+    for ch in changes:
+        head = f"  {ch['table']:<20} {ch['kind']:<16}"
+        if ch.get("reason"):
+            lines.append(f"{head} {ch['reason']}")
+        elif ch["kind"] == "unchanged":
+            lines.append(head.rstrip())
+        else:
+            added = "?" if ch.get("rows_added") is None else ch["rows_added"]
+            lines.append(
+                f"{head} {'+' + str(added) + ' rows':<9} {'-' + str(ch.get('rows_retracted', 0)) + ' rows':<9} "
+                f"{str(ch.get('files_read', 0)) + ' files':<9} {size_text(ch.get('bytes_read'))}"
+            )
     return lines
 
 

@@ -20,7 +20,7 @@ from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources.changes import APPEND, NOT_APPEND_ONLY, UNCHANGED, BaseChange, base_change
+from sparkmv.sources.changes import APPEND, APPLICABLE, NOT_APPEND_ONLY, SIGNED, UNCHANGED, BaseChange, base_change
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.refreshable import changelog_delta
 from sparkmv.storage.iceberg import IcebergStore
@@ -155,10 +155,11 @@ def incremental_candidate(
             return Candidate("INCREMENTAL", False, None, why), {}
         change = _change(rt, PinnedTable.from_json(positions[table]), new)
         if change.kind == "not_append_only":
-            return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed"), {}
+            read = [change_json(c) for c in [*changes.values(), change]]
+            return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed", changes=read), {}
         changes[table] = change
     inputs = {
-        t: IncrementalInput(c.old if c.kind == "append" else inp.pinned[t], c.delta if c.kind == "append" else None)
+        t: IncrementalInput(c.old if c.kind in APPLICABLE else inp.pinned[t], c.delta if c.kind in APPLICABLE else None)
         for t, c in changes.items()
     }
     return _estimate(rt, mv, inp, analysis, changes), inputs
@@ -215,12 +216,12 @@ def _estimate(
 ) -> Candidate:
     """The INCREMENTAL candidate's estimate and the change-ratio cap (see module
     :mod:`sparkmv.refresh.incremental.candidates`)."""
-    changed = {t: c for t, c in changes.items() if c.kind == "append"}
+    changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
     joined = sum(_bytes(inp.pinned[o]) for t in changed for o in inp.pinned if o != t)
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     total = appended + joined + rewritten
-    parts = [f"{size_text(appended)} appended to {', '.join(sorted(changed)) or 'no base table'}"]
+    parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
     if joined:
         parts.append(f"joins {size_text(joined)}")
     if rewritten:
@@ -231,16 +232,54 @@ def _estimate(
     base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
     ratio = appended / base_bytes
     limit = mv.properties.incremental_max_change_ratio
+    read = [change_json(c) for _, c in sorted(changes.items())]
     if changed and ratio > limit and mv.properties.refresh_mode == "AUTO":
-        why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g}"
-        return Candidate("INCREMENTAL", False, total, why)
-    return Candidate("INCREMENTAL", True, total, "; ".join(parts))
+        why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
+        return Candidate("INCREMENTAL", False, total, why, changes=read)
+    return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
+
+
+def change_json(change: BaseChange) -> dict[str, Any]:
+    """The change of one base table as stored with the INCREMENTAL candidate
+    (:attr:`Candidate.changes`)."""
+    return {
+        "table": change.table,
+        "kind": change.kind,
+        "rows_added": change.delta_rows if change.kind in APPLICABLE else 0,
+        "rows_retracted": change.rows_retracted,
+        "files_read": change.files_read or _files(change),
+        "bytes_read": change.delta_bytes,
+        "reason": change.reason,
+    }
+
+
+def _files(change: BaseChange) -> int:
+    return sum(len(p.files) for p in change.delta.partitions.values()) if change.delta is not None else 0
+
+
+def change_text(change: BaseChange) -> str:
+    """The change of one base table for the INCREMENTAL candidate's reason.
+
+    >>> from sparkmv.sources.pinned import PinnedTable
+    >>> old = PinnedTable("t", "iceberg", "{}", [])
+    >>> change_text(BaseChange("t", SIGNED, None, old, old, 2048, 10, rows_retracted=4, files_read=2))
+    "base table 't': +10 / -4 rows (signed change log), 2 files read (2.0 KiB)"
+    >>> change_text(BaseChange("t", APPEND, None, old, old, 10, None))
+    "base table 't': 10 bytes appended"
+    """
+    if change.kind == SIGNED:
+        return (
+            f"base table '{change.table}': +{change.delta_rows or 0} / -{change.rows_retracted} rows (signed change "
+            f"log), {change.files_read} files read ({size_text(change.delta_bytes)})"
+        )
+    rows = f" ({change.delta_rows} rows)" if change.delta_rows is not None else ""
+    return f"base table '{change.table}': {size_text(change.delta_bytes)} appended{rows}"
 
 
 def _rewritten_bytes(rt: Runtime, mv: MvDefinition, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:
     """Bytes of the MV the merge rewrites: none for an append-only projection; the whole
-    MV when unpartitioned; else about one MV partition per appended file."""
-    if not analysis.aggregate:
+    MV when unpartitioned; else about one MV partition per changed file."""
+    if not analysis.aggregate and not any(c.kind == SIGNED for c in changed.values()):
         return 0
     parts = IcebergStore.partitions(rt.iceberg.load(mv.name))
     total = sum(p.size_bytes for p in parts)

@@ -1,6 +1,7 @@
 """The delta of an MV and its merge into the MV, with Spark.
 
-For base tables ``T1..Tn`` (sorted by name) of which some changed append-only, the delta of
+For base tables ``T1..Tn`` (sorted by name) of which some changed (appended files, or signed
+rows: retractions carry -1 through every term, :mod:`sparkmv.analysis.signed`), the delta of
 the join of their contents is the union, over each changed ``Ti``, of the query with
 ``T1..Ti-1`` read at their new position, ``Ti`` read as its delta, and ``Ti+1..Tn`` at their
 old (consumed) position; of a ``UNION ALL``, only the branches that read ``Ti`` take part.
@@ -36,6 +37,9 @@ from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 
 _views = itertools.count()
+SIGNED_KINDS = ("changelog", "signed")
+"""Kinds of a delta PinnedTable whose rows carry a sign (a refreshable table's changelog, an
+Iceberg table's signed change)."""
 
 
 def _q(name: str) -> str:
@@ -74,7 +78,8 @@ def delta_terms(
         new: qualified base table -> the run's pinned input (every base table).
         old: qualified base table -> the consumed position (every base table).
         delta: qualified base table -> what changed since ``old`` (changed base tables
-            only): appended files, or signed changelog rows (kind ``changelog``).
+            only): appended files, or signed rows (kind ``changelog``: a refreshable table's
+            changelog; ``signed``: an Iceberg table's change with retractions).
 
     The temporary views the terms read are dropped when the context exits, so use the
     DataFrames inside it.
@@ -82,12 +87,12 @@ def delta_terms(
     spark = rt.spark
     order = sorted(new)
     created: dict[tuple[str, str], str] = {}
-    signed = any(d.kind == "changelog" for d in delta.values())
+    signed = any(d.kind in SIGNED_KINDS for d in delta.values())
 
     def view(table: str, role: str, pinned: PinnedTable) -> str:
         if (table, role) not in created:
             created[(table, role)] = name = f"__smv_d{next(_views)}"
-            read_pinned(spark, pinned).createOrReplaceTempView(name)
+            read_pinned(spark, pinned, store=rt.iceberg).createOrReplaceTempView(name)
         return created[(table, role)]
 
     query = parse_query(analysis.augmented_sql)
@@ -103,7 +108,7 @@ def delta_terms(
             term = branches_reading(query, name) if changed in delta else None
             if term is None:
                 continue
-            if delta[changed].kind == "changelog":
+            if delta[changed].kind in SIGNED_KINDS:
                 term = signed_query(term, name, analysis.aggregate)
             elif signed and not analysis.aggregate:
                 term = unsigned_projection(term)

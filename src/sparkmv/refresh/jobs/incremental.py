@@ -4,12 +4,14 @@ The MV job (:mod:`sparkmv.refresh.jobs.mv`) plans with
 :func:`sparkmv.refresh.incremental.decide.decide`; when INCREMENTAL is chosen, its one chunk is
 computed and published here:
 
-1. compute: the MV's delta from each base table's appended files
+1. compute: the MV's delta from each base table's change log: appended files, or signed rows
+   (an Iceberg or Delta table's deletes and updates, a refreshable table's changelog)
    (:func:`sparkmv.refresh.incremental.delta.delta_terms`); an aggregate MV merges it with its
    current rows of the affected MV partitions (the whole MV when unpartitioned) by group key;
    the result is staged as new data files, with the MV partitions it replaces recorded in the
-   chunk's outcome (``{"replace": [...]}``, ``{"replace_all": true}``; a projection only
-   appends: ``{"replace": []}``).
+   chunk's outcome (``{"replace": [...]}``, ``{"replace_all": true}``; a projection over
+   appends only appends: ``{"replace": []}``; over signed rows it rewrites the affected
+   partitions as multisets).
 2. publish: one Iceberg commit tagged with the run id replaces those partitions with the
    staged files (copy-on-write: the MV never holds delete files) and records the consumed
    snapshot ids in its summary (``sparkmv.consumed``). The consumed positions are the run's

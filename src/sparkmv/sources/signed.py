@@ -1,0 +1,258 @@
+"""The signed change of an Iceberg base table between two snapshots (DESIGN.md, "change
+log"): what an ``overwrite`` / ``delete`` (copy-on-write or with position delete files) did,
+as signed rows (+1 inserted, -1 retracted), for incremental refresh.
+
+The change is the difference of the scan plans of the consumed and the pinned snapshot
+(their data files with the delete files applying to each):
+
+* a data file only in the new plan: + its rows (read with its delete files applied);
+* a data file only in the old plan (a copy-on-write rewrite or a dropped file): - its rows
+  as they were at the consumed snapshot (read with the delete files that applied then);
+* a data file in both whose delete files differ (position deletes or deletion vectors
+  written merge-on-read): - the rows at the positions deleted since, + the rows at the
+  positions no longer deleted (a rewrite of delete files deletes the same positions).
+
+A compaction (``replace``) in the range shows up as - old file, + new file with the same
+rows; the reader nets the signed rows per distinct row, so it cancels (and a copy-on-write
+rewrite of a file keeps only the rows really deleted or inserted). Equality delete files
+cannot be read (pyiceberg 0.12 does not apply them): the change gets a reason instead.
+
+The change is stored as a :class:`~sparkmv.sources.pinned.PinnedTable` of kind ``signed``
+(JSON-able, in the run's plan) whose partitions are the roles of :data:`ROLES`; files read
+through pyiceberg (with delete files) are planned again at read time from the two
+snapshot ids (``snapshot_id`` and ``since_snapshot_id``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyiceberg.table import FileScanTask, Table
+
+from sparkmv.sources.pinned import PinnedPartition, PinnedTable
+
+if TYPE_CHECKING:  # pyspark only where a DataFrame is made
+    from pyspark.sql import DataFrame, SparkSession
+
+SIGNED = "signed"
+"""PinnedTable kind of a signed Iceberg change."""
+ADDED, REMOVED, ADDED_DELETES, REMOVED_DELETES, REPOSITIONED = "+", "-", "+d", "-d", "~p"
+ROLES = (ADDED, REMOVED, ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)
+"""Partition keys of a ``signed`` PinnedTable: data files added / removed read as plain
+Parquet, added / removed read through pyiceberg (they carry delete files), and data files
+kept whose delete files changed (their positions deleted since are read)."""
+SIGN_COLUMN = "__smv_sign"
+
+
+@dataclass(frozen=True)
+class SignedChange:
+    """The signed change of one Iceberg table between two snapshots.
+
+    Attributes:
+        delta: the change as a PinnedTable of kind ``signed`` (None: no data file changed).
+        rows_added: rows of the added data files (record counts, deletes not subtracted).
+        rows_retracted: rows of the removed data files plus positions deleted since.
+        bytes_read: bytes of the data and delete files the change reads.
+        files_read: data files the change reads.
+        reason: why the change cannot be read (equality delete files), else None.
+    """
+
+    delta: PinnedTable | None
+    rows_added: int = 0
+    rows_retracted: int = 0
+    bytes_read: int = 0
+    files_read: int = 0
+    reason: str | None = None
+
+
+def plan(table: Table, snapshot_id: int | None) -> list[FileScanTask]:
+    """The scan tasks of ``snapshot_id`` (none for an empty table).
+
+    Raises:
+        ValueError: the snapshot has equality delete files (pyiceberg cannot apply them).
+    """
+    if snapshot_id is None:
+        return []
+    return list(table.scan(snapshot_id=snapshot_id).plan_files())
+
+
+def signed_change(consumed: PinnedTable, current: PinnedTable, table: Table) -> SignedChange:
+    """The signed change of ``table`` from the consumed position to the pinned one (the
+    ancestry between them was checked by the caller)."""
+    name = current.name
+    try:
+        old = {t.file.file_path: t for t in plan(table, consumed.snapshot_id)}
+        new = {t.file.file_path: t for t in plan(table, current.snapshot_id)}
+    except ValueError as exc:
+        if "equality deletes" not in str(exc):
+            raise
+        return SignedChange(
+            None,
+            reason=(
+                f"base table '{name}' has equality delete files between snapshot {consumed.snapshot_id} and "
+                f"{current.snapshot_id}, which sparkmv cannot apply (it applies position deletes only)"
+            ),
+        )
+    roles: dict[str, list[FileScanTask]] = {r: [] for r in ROLES}
+    for path, task in new.items():
+        if path not in old:
+            roles[ADDED_DELETES if task.delete_files else ADDED].append(task)
+        elif _deletes(task) != _deletes(old[path]):
+            roles[REPOSITIONED].append(task)
+    for path, task in old.items():
+        if path not in new:
+            roles[REMOVED_DELETES if task.delete_files else REMOVED].append(task)
+    parts = {r: _partition(tasks, str(current.snapshot_id)) for r, tasks in roles.items() if tasks}
+    if not parts:
+        return SignedChange(None)
+    repositioned = sum(
+        d.record_count
+        for t in roles[REPOSITIONED]
+        for d in t.delete_files
+        if d.file_path not in _deletes(old[t.file.file_path])
+    )
+    delta = dataclasses.replace(
+        current, kind=SIGNED, partition_columns=[], partitions=parts, since_snapshot_id=consumed.snapshot_id
+    )
+    added = roles[ADDED] + roles[ADDED_DELETES]
+    removed = roles[REMOVED] + roles[REMOVED_DELETES]
+    tasks = [t for group in roles.values() for t in group]
+    return SignedChange(
+        delta,
+        rows_added=sum(t.file.record_count for t in added),
+        rows_retracted=sum(t.file.record_count for t in removed) + repositioned,
+        bytes_read=sum(t.file.file_size_in_bytes + sum(d.file_size_in_bytes for d in t.delete_files) for t in tasks),
+        files_read=len(tasks),
+    )
+
+
+def _deletes(task: FileScanTask) -> frozenset[str]:
+    return frozenset(d.file_path for d in task.delete_files)
+
+
+def _partition(tasks: list[FileScanTask], version: str) -> PinnedPartition:
+    return PinnedPartition(
+        files=sorted(t.file.file_path for t in tasks),
+        version=version,
+        bytes=sum(t.file.file_size_in_bytes for t in tasks),
+        rows=sum(t.file.record_count for t in tasks),
+        delete_files=len({d.file_path for t in tasks for d in t.delete_files}),
+    )
+
+
+# -- reading ---------------------------------------------------------------------------------
+
+
+def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) -> DataFrame:
+    """The signed rows of a ``signed`` change: the table's columns and :data:`SIGN_COLUMN`,
+    netted per distinct row (a row both removed and added, as in a copy-on-write rewrite
+    or a compaction, is not in the result).
+
+    Args:
+        load: loads the Iceberg table (called only when files with delete files are read).
+    """
+    from pyspark.sql import functions as F
+
+    from sparkmv.storage.files import read_files
+    from sparkmv.storage.schema import schema_from_json
+
+    schema = schema_from_json(pinned.schema_json)
+    parts = pinned.partitions
+    if any("|" in key for key in parts):  # a Delta table's change (sparkmv.sources.delta)
+        from sparkmv.sources.delta import read_signed
+
+        both = all(any(k.startswith(s + "|") for k in parts) for s in "+-")
+        rows = read_signed(spark, pinned)
+        return _netted(rows, [f.name for f in schema.fields]) if both else rows
+    frames = []
+    for role, sign in ((ADDED, 1), (REMOVED, -1)):
+        if role in parts:
+            frames.append(read_files(spark, parts[role].files, schema).withColumn(SIGN_COLUMN, F.lit(sign)))
+    if any(r in parts for r in (ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)):
+        arrow = _arrow_rows(pinned, load(), [f.name for f in schema.fields])
+        if arrow.num_rows:
+            df = spark.createDataFrame(arrow)
+            columns = [F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields]
+            frames.append(df.select(*columns, F.col(SIGN_COLUMN).cast("int")))
+    if not frames:
+        return spark.createDataFrame([], schema).withColumn(SIGN_COLUMN, F.lit(1))
+    rows = frames[0]
+    for frame in frames[1:]:
+        rows = rows.unionByName(frame)
+    return _netted(rows, [f.name for f in schema.fields]) if len(frames) > 1 else rows
+
+
+def _netted(rows: DataFrame, columns: list[str]) -> DataFrame:
+    """One signed row per unit of each distinct row's net count (+n: n rows of sign +1)."""
+    from pyspark.sql import functions as F
+
+    quoted = [F.col(f"`{c}`") for c in columns]
+    n = rows.groupBy(*quoted).agg(F.sum(SIGN_COLUMN).alias("__smv_n")).where(F.col("__smv_n") != 0)
+    ones = F.explode(F.array_repeat(F.signum("__smv_n").cast("int"), F.abs("__smv_n").cast("int")))
+    return n.select(*quoted, ones.alias(SIGN_COLUMN))
+
+
+def _arrow_rows(pinned: PinnedTable, table: Table, columns: list[str]) -> pa.Table:
+    """The signed rows of the roles read through pyiceberg, with :data:`SIGN_COLUMN`."""
+    parts = pinned.partitions
+    new = {t.file.file_path: t for t in plan(table, pinned.snapshot_id)}
+    old = {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)}
+    out: list[pa.Table] = []
+    if ADDED_DELETES in parts:
+        out.append(_signed(_scan(table, [new[f] for f in parts[ADDED_DELETES].files], columns), 1))
+    if REMOVED_DELETES in parts:
+        out.append(_signed(_scan(table, [old[f] for f in parts[REMOVED_DELETES].files], columns), -1))
+    for path in parts[REPOSITIONED].files if REPOSITIONED in parts else []:
+        out.append(_repositioned(table, old[path], new[path], columns))
+    out = [t for t in out if t.num_rows]
+    return pa.concat_tables(out) if out else pa.table({SIGN_COLUMN: pa.array([], pa.int32())})
+
+
+def _scan(table: Table, tasks: list[FileScanTask], columns: list[str]) -> pa.Table:
+    """Rows of ``tasks`` (their delete files applied) in ``columns``."""
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.io.pyarrow import ArrowScan
+
+    schema = table.schema()
+    projection = schema.select(*[c for c in columns if _has(schema, c)], case_sensitive=False)
+    return ArrowScan(table.metadata, table.io, projection, AlwaysTrue()).to_table(tasks)
+
+
+def _has(schema: object, column: str) -> bool:
+    return any(f.name.lower() == column.lower() for f in schema.fields)  # type: ignore[attr-defined]
+
+
+def _signed(rows: pa.Table, sign: int) -> pa.Table:
+    return rows.append_column(SIGN_COLUMN, pa.array([sign] * rows.num_rows, pa.int32()))
+
+
+def _repositioned(table: Table, old: FileScanTask, new: FileScanTask, columns: list[str]) -> pa.Table:
+    """- the rows of one data file at the positions deleted since ``old``, + those at the
+    positions no longer deleted, read from the file as written (no deletes applied)."""
+    before, after = _positions(table, old), _positions(table, new)
+    gone = pc.filter(after, pc.invert(pc.is_in(after, value_set=before))) if len(after) else after
+    back = pc.filter(before, pc.invert(pc.is_in(before, value_set=after))) if len(before) else before
+    if not len(gone) and not len(back):
+        return pa.table({SIGN_COLUMN: pa.array([], pa.int32())})
+    raw = _scan(table, [FileScanTask(new.file)], columns)
+    parts = [_signed(raw.take(pc.unique(gone)), -1)] if len(gone) else []
+    if len(back):
+        parts.append(_signed(raw.take(pc.unique(back)), 1))
+    return pa.concat_tables(parts)
+
+
+def _positions(table: Table, task: FileScanTask) -> pa.Array:
+    """The deleted row positions of ``task``'s data file (int64)."""
+    from pyiceberg.io.pyarrow import _read_deletes
+
+    arrays: list[pa.Array] = []
+    for delete in task.delete_files:
+        found = _read_deletes(table.io, delete).get(task.file.file_path)
+        if found is not None:
+            arrays.extend(found.cast(pa.int64()).chunks)
+    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.int64())
