@@ -15,10 +15,11 @@ after the first build and after every step each MV is refreshed and checked:
 - its visible columns have no ``__smv_*`` state column, and its rows equal the oracle's
   (DOUBLE within a relative 1e-9, everything else exact).
 
-A second test makes one change that is not append-only (a Parquet file rewritten or
-removed, an Iceberg overwrite or row delete): the strict INCREMENTAL MV's run ends FAILED
-and the MV keeps its rows; an AUTO MV over the same query falls back to PCT or FULL with a
-reason, and is correct, also after a later append.
+A second test makes one change that has no change log (a Parquet file rewritten or
+removed, an Iceberg overwrite or row delete whose consumed snapshot was expired): the
+strict INCREMENTAL MV's run ends FAILED and the MV keeps its rows; an AUTO MV over the
+same query falls back to PCT or FULL with a reason, and is correct, also after a later
+append.
 
 Run: ``pytest tests/differential/test_incremental.py`` (fast profile, part of ``make
 test``: one fixed seeded example per case, :mod:`tests.differential.ivm_examples`, with the
@@ -316,7 +317,8 @@ class Breaking:
     Attributes:
         kind: ``rewrite`` (a Parquet file rewritten in place), ``remove`` (a Parquet file
             deleted), ``overwrite`` (Iceberg: every row replaced), ``delete`` (Iceberg: the
-            rows of one id deleted).
+            rows of one id deleted); an Iceberg change also expires the snapshot the MVs
+            consumed (a delete alone is a signed change, applied incrementally).
         pick: which file / id (modulo the number there are).
         rows: the new rows of ``rewrite`` and ``overwrite``.
     """
@@ -348,6 +350,7 @@ def apply_breaking(world: IvmWorld, change: Breaking) -> None:
     from sparkmv.names import ObjectName
 
     table = world.client.runtime.iceberg.load(ObjectName("default", "fact"))
+    consumed = table.current_snapshot()
     if change.kind == "overwrite":
         table.overwrite(arrow_rows("fact", change.rows, "p0", with_p=True))
         world.log.append(f"Iceberg overwrite of fact with p=p0 rows {list(change.rows)}")
@@ -356,6 +359,11 @@ def apply_breaking(world: IvmWorld, change: Breaking) -> None:
         target = ids[change.pick % len(ids)]
         table.delete(EqualTo("id", target))
         world.log.append(f"Iceberg delete from fact where id = {target}")
+    # Deletes and overwrites are signed changes now (issue 23); with the consumed snapshot
+    # expired their retracted rows are no longer readable: no change log.
+    if consumed is not None:
+        table.maintenance.expire_snapshots().by_id(consumed.snapshot_id).commit()
+        world.log.append(f"snapshot {consumed.snapshot_id} (consumed) expired")
 
 
 @st.composite

@@ -141,3 +141,15 @@ DEMO_MVS = {
     "revenue_by_shipmode": ("l_shipmonth", REVENUE_BY_SHIPMODE, {}),
     "segment_revenue": ("o_ordermonth", SEGMENT_REVENUE, {}),
 }
+
+# An MV over an MV (nested): it follows its base MV's Iceberg snapshots, also through the
+# retractions of a PCT refresh of the base MV (a signed change: DESIGN.md, "change log").
+SHIPMODE_BY_YEAR = """
+SELECT substr(l_shipmonth, 1, 4) AS l_shipyear, l_shipmode,
+       sum(revenue) AS revenue,
+       sum(line_count) AS line_count
+FROM revenue_by_shipmode
+GROUP BY substr(l_shipmonth, 1, 4), l_shipmode
+""".strip()
+
+DEMO_NESTED_MVS = {"shipmode_by_year": ("l_shipyear", SHIPMODE_BY_YEAR, {})}

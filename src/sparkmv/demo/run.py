@@ -16,8 +16,11 @@ from rich.console import Console
 from rich.table import Table
 
 from sparkmv.client.client import Client
-from sparkmv.demo.data import DEMO_MVS, TpchLayout, prepare
+from sparkmv.demo.data import DEMO_MVS, DEMO_NESTED_MVS, TpchLayout, prepare
 from sparkmv.demo.oracle import Comparison, compare_mv, require_duckdb
+
+# Every MV of the demo, in refresh order: the nested ones after the MVs they read.
+ALL_MVS = {**DEMO_MVS, **DEMO_NESTED_MVS}
 
 
 def difference(client: Client, mv: str, query: str) -> Comparison:
@@ -33,7 +36,7 @@ def difference(client: Client, mv: str, query: str) -> Comparison:
 def check_all(client: Client, console: Console) -> bool:
     """Compare every demo MV with its query computed by DuckDB; prints OK or the difference."""
     ok = True
-    for name, (_part, query, _props) in DEMO_MVS.items():
+    for name, (_part, query, _props) in ALL_MVS.items():
         cmp = difference(client, name, query)
         if cmp.ok:
             console.print(f"check {name}: [green]OK[/green] ({cmp.rows} rows, equal to DuckDB's result)")
@@ -46,15 +49,16 @@ def check_all(client: Client, console: Console) -> bool:
 
 def create_objects(client: Client, layout: TpchLayout) -> None:
     """(Re)create the external tables ``lineitem``, ``orders``, ``customer`` over ``layout``
-    and the demo MVs (:data:`sparkmv.demo.data.DEMO_MVS`), not refreshed yet (``REFRESH DEFERRED``)."""
-    for name in DEMO_MVS:
+    and the demo MVs (:data:`sparkmv.demo.data.DEMO_MVS`, then the nested
+    :data:`~sparkmv.demo.data.DEMO_NESTED_MVS`), not refreshed yet (``REFRESH DEFERRED``)."""
+    for name in reversed(ALL_MVS):
         client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {name}")
     for table in ("lineitem", "orders", "customer"):
         client.sql(f"DROP TABLE IF EXISTS {table}")
     client.sql(f"CREATE EXTERNAL TABLE lineitem USING parquet LOCATION '{layout.lineitem}'")
     client.sql(f"CREATE EXTERNAL TABLE orders USING parquet LOCATION '{layout.orders}'")
     client.sql(f"CREATE EXTERNAL TABLE customer USING parquet LOCATION '{layout.customer}'")
-    for name, (part, query, props) in DEMO_MVS.items():
+    for name, (part, query, props) in ALL_MVS.items():
         prop_sql = ""
         if props:
             prop_sql = " PROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")"
@@ -73,40 +77,47 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
     layout = prepare(client.spark, data_dir.absolute(), scale_factor)  # LOCATION must be absolute
     console.print(f"data ready in {time.monotonic() - t0:.1f} s")
     create_objects(client, layout)
-    for name in DEMO_MVS:
-        run = client.refresh(name)
-        console.print(
-            f"refresh {name}: {run.state} {run.mode} ({run.reason}), {run.partitions_done} partitions in "
-            f"{run.chunks_done} chunks, {run.rows_written} rows, {run.duration_seconds or 0:.1f} s"
-        )
-        if run.error:
-            console.print(f"  error: {run.error}")
-    _show_status(client, console)
-    ok = check_all(client, console)
+    ok = _refresh_and_check(client, console)
 
     # An outside writer adds rows to one ship month; only that partition is refreshed.
     month = "1995-06"
     target = layout.lineitem / f"l_shipmonth={month}"
-    first = sorted(target.glob("*.parquet"))[0]
-    sample = pq.read_table(first).slice(0, 100)
-    pq.write_table(sample, target / "demo-append.parquet")
-    console.print(f"\nan outside writer appended {sample.num_rows} rows to lineitem partition l_shipmonth={month}")
+    appended = target / "demo-append.parquet"
+    sample = pq.read_table(sorted(target.glob("*.parquet"))[0]).slice(0, 100)
+    pq.write_table(sample, appended)
     try:
-        for name in DEMO_MVS:
-            run = client.refresh(name)
-            console.print(
-                f"refresh {name}: {run.state} {run.mode}, {run.partitions_done} partition(s), "
-                f"{run.duration_seconds or 0:.1f} s"
-            )
-            _show_candidates(run.candidates, run.reason, console)
-        _show_status(client, console)
-        ok = check_all(client, console) and ok
+        console.print(f"\nan outside writer appended {sample.num_rows} rows to lineitem partition l_shipmonth={month}")
+        ok = _refresh_and_check(client, console) and ok
+        # The same writer deletes them again: the MVs over lineitem refresh the one month
+        # (a removed Parquet file has no change log), the nested MV applies the retractions
+        # of its base MV's refresh incrementally.
+        appended.unlink()
+        console.print(f"\nthe outside writer deleted those {sample.num_rows} rows again (removed the file)")
+        ok = _refresh_and_check(client, console) and ok
     finally:
-        (target / "demo-append.parquet").unlink(missing_ok=True)
+        appended.unlink(missing_ok=True)
     console.print(
         f"\ndemo finished in {time.monotonic() - t0:.1f} s: {'[green]OK[/green]' if ok else '[red]FAILED[/red]'}"
     )
     return ok
+
+
+def _refresh_and_check(client: Client, console: Console) -> bool:
+    """Refresh every demo MV in order, printing each run and its candidates, then the status
+    and the checks; True when every run succeeded and every check passed."""
+    ok = True
+    for name in ALL_MVS:
+        run = client.refresh(name)
+        ok = ok and run.state in ("SUCCESS", "SKIPPED")
+        console.print(
+            f"refresh {name}: {run.state} {run.mode}, {run.partitions_done} partition(s) in "
+            f"{run.chunks_done} chunk(s), {run.rows_written} rows, {run.duration_seconds or 0:.1f} s"
+        )
+        if run.error:
+            console.print(f"  error: {run.error}")
+        _show_candidates(run.candidates, run.reason, console)
+    _show_status(client, console)
+    return check_all(client, console) and ok
 
 
 def _show_candidates(candidates: list[dict[str, Any]], reason: str | None, console: Console) -> None:
