@@ -299,11 +299,11 @@ def partition_lineage(
     leaves: list[tuple[str, str, Transform]] = []
     _walk(root, IDENTITY, partition_columns, mappings, problems, leaves)
     _map_join_equivalents(bound, leaves, partition_columns, mappings, problems)
-    for table in sorted(tables_read_twice(bound) & set(mappings)):
+    for twice in sorted(tables_read_twice(bound) & set(mappings)):
         # Restricting every read of a self-joined table to the changed partitions would drop
         # the rows the other read needs from other partitions: it is a non-reference table.
-        del mappings[table]
-        problems.append(f"table {table} is read more than once in one query branch (a self-join)")
+        del mappings[twice]
+        problems.append(f"table {twice} is read more than once in one query branch (a self-join)")
     mappings = {t: m for t, m in mappings.items() if m.transform.kind != "conflict"}
     unmapped = sorted(set(partition_columns) - set(mappings))
     reason = "; ".join(problems) if problems else None

@@ -152,4 +152,4 @@ FROM revenue_by_shipmode
 GROUP BY substr(l_shipmonth, 1, 4), l_shipmode
 """.strip()
 
-DEMO_NESTED_MVS = {"shipmode_by_year": ("l_shipyear", SHIPMODE_BY_YEAR, {})}
+DEMO_NESTED_MVS: dict[str, tuple[str, str, dict[str, str]]] = {"shipmode_by_year": ("l_shipyear", SHIPMODE_BY_YEAR, {})}
