@@ -95,15 +95,29 @@ def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
     for key in sorted(set(groups) | set(versions)):
         found = groups.get(key, [])
         version, changed = versions.get(key, (str(snap.snapshot_id), snap.timestamp_ms / 1000))
+        size = sum(t.file.file_size_in_bytes for t in found)
+        deletes = len({d.file_path for t in found for d in t.delete_files})
         parts[key] = PinnedPartition(
             files=sorted(t.file.file_path for t in found),
-            version=version,
+            version=partition_version(version, size, deletes),
             changed_at=changed,
-            bytes=sum(t.file.file_size_in_bytes for t in found),
+            bytes=size,
             rows=sum(t.file.record_count for t in found),
-            delete_files=len({d.file_path for t in found for d in t.delete_files}),
+            delete_files=deletes,
         )
     return dataclasses.replace(base, partitions=parts)
+
+
+def partition_version(updated_by: str, data_bytes: int, delete_files: int) -> str:
+    """The version of a partition of an external Iceberg table: the snapshot that last
+    changed it, its data bytes and its delete files. Iceberg's last-updated snapshot of a
+    partition counts live files only: dropping a whole file (a copy-on-write delete of all
+    its rows) leaves it unchanged while the partition lost rows; the bytes do not.
+
+    >>> partition_version("42", 1000, 0)
+    '42/1000/0'
+    """
+    return f"{updated_by}/{data_bytes}/{delete_files}"
 
 
 def plan(name: ObjectName, table: Table, snapshot_id: int | None) -> list[FileScanTask]:
