@@ -151,15 +151,14 @@ def matches(client: Any, mv: str, query: str) -> bool:
 
 
 def spark_jobs(spark: Any) -> list[tuple[int, float, str]]:
-    """Every Spark job of the session so far: (job id, seconds, description or name)."""
+    """Every Spark job of the session so far: (job id, seconds, call site)."""
     jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
     out = []
     for i in range(jobs.size()):
         job = jobs.apply(i)
         start, end = job.submissionTime(), job.completionTime()
         seconds = (end.get().getTime() - start.get().getTime()) / 1000 if start.isDefined() and end.isDefined() else 0.0
-        text = job.description().get() if job.description().isDefined() else job.name()
-        out.append((job.jobId(), seconds, str(text)[:110]))
+        out.append((job.jobId(), seconds, str(job.name())[:110]))
     return sorted(out)
 
 
