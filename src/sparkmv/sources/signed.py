@@ -210,10 +210,16 @@ def _from_arrow(spark: SparkSession, arrow: pa.Table, schema: StructType) -> Dat
 
 def _netted_in_arrow(pinned: PinnedTable, table: Table, columns: list[str]) -> pa.Table | None:
     """Every role's signed rows read through pyiceberg and netted per distinct row (as
-    :func:`_netted`); None when Arrow cannot group these columns (nested types)."""
+    :func:`_netted`); None when Arrow cannot group these columns (nested types) or a
+    snapshot of the change was expired since (the files are then read by path)."""
     parts = pinned.partitions
-    new = {t.file.file_path: t for t in plan(table, pinned.snapshot_id)}
-    old = {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)}
+    try:
+        new = {t.file.file_path: t for t in plan(table, pinned.snapshot_id)}
+        old = {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)}
+    except ValueError:  # a snapshot expired since the run planned: Spark reads the files by path
+        if any(r in parts for r in (ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)):
+            raise
+        return None
     out = [_arrow_rows(pinned, table, columns, (new, old))]
     for role, sign, tasks in ((ADDED, 1, new), (REMOVED, -1, old)):
         if role in parts:
