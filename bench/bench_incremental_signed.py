@@ -150,16 +150,52 @@ def matches(client: Any, mv: str, query: str) -> bool:
     return table.exceptAll(expected).count() == 0 and expected.exceptAll(table).count() == 0
 
 
-def refresh(client: Any, mv: str, mode: str, clock: Any, force: bool = False) -> dict[str, Any]:
+def spark_jobs(spark: Any) -> list[tuple[int, float, str]]:
+    """Every Spark job of the session so far: (job id, seconds, call site)."""
+    jobs = spark.sparkContext._jsc.sc().statusStore().jobsList(None)
+    out = []
+    for i in range(jobs.size()):
+        job = jobs.apply(i)
+        start, end = job.submissionTime(), job.completionTime()
+        seconds = (end.get().getTime() - start.get().getTime()) / 1000 if start.isDefined() and end.isDefined() else 0.0
+        out.append((job.jobId(), seconds, str(job.name())[:110]))
+    return sorted(out)
+
+
+def profiled(client: Any, mv: str, out: Path) -> Any:
+    """``client.refresh(mv)`` under cProfile; the Python profile (top 35 by cumulative time) and
+    the Spark jobs it ran are written to ``out``."""
+    import cProfile
+    import io
+    import pstats
+
+    before = {j[0] for j in spark_jobs(client.spark)}
+    profile = cProfile.Profile()
+    run = profile.runcall(client.refresh, mv)
+    jobs = [j for j in spark_jobs(client.spark) if j[0] not in before]
+    text = io.StringIO()
+    pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(45)
+    lines = [f"== {mv}: {len(jobs)} Spark jobs, {sum(j[1] for j in jobs):.2f} s"]
+    lines += [f"  job {j[0]}: {j[1]:.2f} s {j[2]}" for j in jobs]
+    with out.open("a") as f:
+        f.write("\n".join(lines) + "\n" + text.getvalue() + "\n")
+    return run
+
+
+def refresh(
+    client: Any, mv: str, mode: str, clock: Any, force: bool = False, profile: Path | None = None
+) -> dict[str, Any]:
     started, cpu = time.perf_counter(), clock()
-    run = client.refresh(mv, force=force)
+    run = profiled(client, mv, profile) if profile else client.refresh(mv, force=force)
     wall, used = time.perf_counter() - started, clock() - cpu
     assert (run.state, run.mode) == ("SUCCESS", mode), run
     print(f"  {mv}: {run.mode} {wall:.2f} s (cpu {used:.2f} s, load {os.getloadavg()[0]:.1f})", flush=True)
     return {"wall": wall, "cpu": used, "run": run, "load": os.getloadavg()[0]}
 
 
-def run(data: Path, work: Path, spread: int) -> dict[str, Any]:
+def run(
+    data: Path, work: Path, spread: int, profile: Path | None = None, changes: str = "delete,upsert"
+) -> dict[str, Any]:
     from sparkmv.client.client import Client
     from sparkmv.storage.spark import get_spark
 
@@ -178,12 +214,12 @@ def run(data: Path, work: Path, spread: int) -> dict[str, Any]:
         )
         refresh(client, mv, "FULL", clock)
     rnd, taken = random.Random(23), set()
-    for change in (delete, upsert):
+    for change in [{"delete": delete, "upsert": upsert}[c] for c in changes.split(",")]:
         keys = pick_orders(client, 0.001, spread, rnd, taken)
         what = change(client, keys)
         print(what, flush=True)
         for mv, (query, target) in MVS.items():
-            inc = refresh(client, mv, "INCREMENTAL", clock)
+            inc = refresh(client, mv, "INCREMENTAL", clock, profile=profile)
             ok = matches(client, mv, query)
             full = refresh(client, mv, "FULL", clock, force=True)
             reason = next(c["reason"] for c in inc["run"].candidates if c["mode"] == "INCREMENTAL")
@@ -230,9 +266,11 @@ def main() -> int:
     parser.add_argument("--sf", default="1")
     parser.add_argument("--spread", type=int, default=1)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--changes", default="delete,upsert", help="which changes, comma-separated")
+    parser.add_argument("--profile", type=Path, help="append cProfile + Spark jobs of each INCREMENTAL run here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="sparkmv-bench-signed-") as tmp:
-        figures = run(args.data, Path(tmp), args.spread)
+        figures = run(args.data, Path(tmp), args.spread, args.profile, args.changes)
     text = entry(figures, args.sf, args.spread)
     print(text)
     if not args.no_write:

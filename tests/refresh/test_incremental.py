@@ -277,3 +277,18 @@ def test_a_compaction_between_refreshes_stays_incremental_and_applies_nothing_tw
     run = client.refresh("mv")
     assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
     assert_mv_matches(client, "mv", ICE)
+
+
+def test_auto_recomputes_a_small_table_rather_than_apply_its_signed_rows(make_client: Any, tmp_path: Path) -> None:
+    client, _schema = _iceberg_setup(make_client, tmp_path)
+    client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('incremental_max_change_ratio' = '1000')")
+    _ice(client).delete("v = 1")
+    run = client.refresh("mv")
+    assert run.state == "SUCCESS" and run.mode in ("PCT", "FULL"), run
+    # INCREMENTAL is eligible, but its fixed cost (more Spark jobs) exceeds reading a few bytes
+    incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
+    chosen = next(c for c in run.candidates if c["chosen"])
+    assert incremental["eligible"], incremental
+    assert "applying signed rows costs about as much as reading 32.0 MiB" in incremental["reason"], incremental
+    assert incremental["estimate_bytes"] > 32 * 1024 * 1024 > chosen["estimate_bytes"], run.candidates
+    assert_mv_matches(client, "mv", ICE)

@@ -485,3 +485,17 @@ def test_position_deletes_retract_the_rows_at_their_positions(table: Table) -> N
     assert later.delta is not None
     rows = signed._arrow_rows(later.delta, table, ["p", "v"]).to_pylist()
     assert sorted((r["v"], r["__smv_sign"]) for r in rows) == [("a", -1), ("d", -1)]
+
+
+def test_a_small_signed_change_is_netted_in_arrow_with_repeated_rows(table: Table) -> None:
+    from sparkmv.sources import signed
+
+    table.append(_rows((1, "a"), (1, "b"), (1, "b"), (1, "c")))
+    consumed = _pin(table)
+    table.overwrite(_rows((1, "b"), (1, "d")), overwrite_filter="v == 'b' or v == 'a'")  # rewrites the file
+    change = base_change(consumed, _pin(table), table)
+    assert change.delta is not None and change.rows_retracted == 4
+    netted = signed._netted_in_arrow(change.delta, table, ["p", "v"])
+    assert netted is not None
+    # the rewrite retracted 4 rows and added 4; what is left: one of the two b's, a, and d
+    assert sorted((r["v"], r["__smv_sign"]) for r in netted.to_pylist()) == [("a", -1), ("b", -1), ("d", 1)]

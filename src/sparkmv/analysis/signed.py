@@ -5,8 +5,9 @@ query's result (RisingWave's and Flink's retraction streams, for a batch).
 * A projection carries each row's sign as the column :data:`SIGN`.
 * An aggregate weighs every row by its sign: ``SUM(x)`` adds ``-x`` for a retraction,
   ``COUNT(*)`` becomes ``SUM(sign)``, ``COUNT(x)`` counts signs of non-NULL ``x``; ``MIN`` /
-  ``MAX`` see inserted rows only, and :data:`RETRACTED` flags each group that lost a row,
-  whose MIN / MAX must be recomputed (a retraction may remove the extreme).
+  ``MAX`` see inserted rows only, and :data:`RETRACTED` carries the extreme of each group's
+  retracted values: only a group where that value reaches the merged MIN / MAX may have lost
+  its extreme and is recomputed (a retraction below the MAX leaves the MAX in place).
 
 Pure sqlglot, no Spark.
 """
@@ -21,7 +22,11 @@ from sparkmv.names import ObjectName
 SIGN = "__smv_sign"
 """The sign column (+1 / -1) of signed rows, of the changelog view and of a projection's delta."""
 RETRACTED = "__smv_retracted"
-"""1 for a group of a signed aggregate delta that lost at least one row, else 0."""
+"""Of a signed aggregate delta: a struct whose field ``r<j>`` is, per group, the MIN (for a
+MIN) or MAX (for a MAX) of the values retracted from the j-th MIN / MAX call of the select
+list (NULL: none retracted). After the merge (:func:`sparkmv.refresh.incremental.delta.combine`)
+it is the flag 1 for a group whose retracted value reaches its merged extreme (so the extreme
+may be gone and the group is recomputed), else 0."""
 
 
 def signed_query(query: exp.Query, table: ObjectName, aggregate: bool) -> exp.Query:
@@ -30,10 +35,11 @@ def signed_query(query: exp.Query, table: ObjectName, aggregate: bool) -> exp.Qu
 
     >>> from sparkmv.analysis.query import parse_query
     >>> q = parse_query("SELECT k, SUM(v) AS s, COUNT(*) AS n, MAX(v) AS m FROM t GROUP BY k")
-    >>> signed_query(q, ObjectName("default", "t"), True).sql()
-    'SELECT k, SUM(CASE WHEN t.__smv_sign < 0 THEN -(v) ELSE v END) AS s, SUM(t.__smv_sign) AS n, \
-MAX(CASE WHEN t.__smv_sign > 0 THEN v END) AS m, MAX(CASE WHEN t.__smv_sign < 0 THEN 1 ELSE 0 END) AS __smv_retracted \
-FROM t GROUP BY k'
+    >>> print(signed_query(q, ObjectName("default", "t"), True).sql())
+    SELECT k, SUM(CASE WHEN t.__smv_sign < 0 THEN -(v) ELSE v END) AS s, SUM(t.__smv_sign) AS n, \
+MAX(CASE WHEN t.__smv_sign > 0 THEN v END) AS m, NAMED_STRUCT('r0', MAX(CASE WHEN t.__smv_sign < 0 THEN v END)) \
+AS __smv_retracted \
+FROM t GROUP BY k
     >>> signed_query(parse_query("SELECT a FROM t AS x"), ObjectName("default", "t"), False).sql()
     'SELECT a, x.__smv_sign AS __smv_sign FROM t AS x'
     """
@@ -76,7 +82,7 @@ def _weigh(select: exp.Select, sign: exp.Column) -> None:
     """Weigh the aggregate calls of ``select``'s list by ``sign`` (in place)."""
     negative = exp.LT(this=sign.copy(), expression=exp.Literal.number(0))
     positive = exp.GT(this=sign.copy(), expression=exp.Literal.number(0))
-    extrema = False
+    extrema: list[exp.Expr] = []  # NAMED_STRUCT arguments: 'r<j>', the j-th MIN / MAX of retracted values
     for item in select.expressions:
         for node in list(item.find_all(exp.Sum, exp.Count, exp.Min, exp.Max)):
             arg = node.this
@@ -90,8 +96,11 @@ def _weigh(select: exp.Select, sign: exp.Column) -> None:
                     nonnull = exp.Case().when(arg.copy().is_(exp.null()), exp.Literal.number(0)).else_(sign.copy())
                     node.replace(exp.Sum(this=nonnull))
             else:
-                extrema = True
+                # The extreme of the retracted values, beside the extreme of the inserted ones.
+                gone = exp.Case().when(negative.copy(), arg.copy())
+                extrema.append(exp.Literal.string(f"r{len(extrema) // 2}"))
+                extrema.append(type(node)(this=gone))
                 node.set("this", exp.Case().when(positive.copy(), arg.copy()))
     if extrema:
-        flag = exp.Case().when(negative.copy(), exp.Literal.number(1)).else_(exp.Literal.number(0))
-        select.select(exp.alias_(exp.Max(this=flag), RETRACTED), copy=False)
+        packed = exp.Anonymous(this="NAMED_STRUCT", expressions=extrema)
+        select.select(exp.alias_(packed, RETRACTED), copy=False)

@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.table import FileScanTask, Table
@@ -38,6 +39,7 @@ from sparkmv.sources.pinned import PinnedPartition, PinnedTable
 
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made
     from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import StructType
 
 SIGNED = "signed"
 """PinnedTable kind of a signed Iceberg change."""
@@ -169,6 +171,10 @@ def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) ->
         both = all(any(k.startswith(s + "|") for k in parts) for s in "+-")
         rows = read_signed(spark, pinned)
         return _netted(rows, [f.name for f in schema.fields]) if both else rows
+    if sum(p.bytes for p in parts.values()) <= ARROW_NETTING_BYTES:
+        netted = _netted_in_arrow(pinned, load(), [f.name for f in schema.fields])
+        if netted is not None:
+            return _from_arrow(spark, netted, schema)
     frames = []
     for role, sign in ((ADDED, 1), (REMOVED, -1)):
         if role in parts:
@@ -176,15 +182,66 @@ def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) ->
     if any(r in parts for r in (ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)):
         arrow = _arrow_rows(pinned, load(), [f.name for f in schema.fields])
         if arrow.num_rows:
-            df = spark.createDataFrame(arrow)
-            columns = [F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields]
-            frames.append(df.select(*columns, F.col(SIGN_COLUMN).cast("int")))
+            frames.append(_from_arrow(spark, arrow, schema))
     if not frames:
         return spark.createDataFrame([], schema).withColumn(SIGN_COLUMN, F.lit(1))
     rows = frames[0]
     for frame in frames[1:]:
         rows = rows.unionByName(frame)
     return _netted(rows, [f.name for f in schema.fields]) if len(frames) > 1 else rows
+
+
+ARROW_NETTING_BYTES = 64 * 1024 * 1024
+"""A signed Iceberg change whose files total at most this many bytes is read and netted in
+Arrow on the driver (no Spark shuffle; Spark then sees the few netted rows as a local
+relation, with exact statistics for its join planning); a larger one is netted by Spark."""
+
+
+def _from_arrow(spark: SparkSession, arrow: pa.Table, schema: StructType) -> DataFrame:
+    """Signed rows in Arrow as a DataFrame of ``schema``'s columns and :data:`SIGN_COLUMN`."""
+    from pyspark.sql import functions as F
+
+    if not arrow.num_rows:
+        return spark.createDataFrame([], schema).withColumn(SIGN_COLUMN, F.lit(1))
+    df = spark.createDataFrame(arrow)
+    columns = [F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in schema.fields]
+    return df.select(*columns, F.col(SIGN_COLUMN).cast("int"))
+
+
+def _netted_in_arrow(pinned: PinnedTable, table: Table, columns: list[str]) -> pa.Table | None:
+    """Every role's signed rows read through pyiceberg and netted per distinct row (as
+    :func:`_netted`); None when Arrow cannot group these columns (nested types) or a
+    snapshot of the change was expired since (the files are then read by path)."""
+    parts = pinned.partitions
+    try:
+        new = {t.file.file_path: t for t in plan(table, pinned.snapshot_id)}
+        old = {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)}
+    except ValueError:  # a snapshot expired since the run planned: Spark reads the files by path
+        if any(r in parts for r in (ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)):
+            raise
+        return None
+    out = [_arrow_rows(pinned, table, columns, (new, old))]
+    for role, sign, tasks in ((ADDED, 1, new), (REMOVED, -1, old)):
+        if role in parts:
+            out.append(_signed(_scan(table, [FileScanTask(tasks[f].file) for f in parts[role].files], columns), sign))
+    rows = (
+        pa.concat_tables([t for t in out if t.num_rows], promote_options="permissive")
+        if any(t.num_rows for t in out)
+        else out[0]
+    )
+    if not rows.num_rows:
+        return rows
+    keys = [c for c in rows.column_names if c != SIGN_COLUMN]
+    try:
+        grouped = rows.group_by(keys, use_threads=False).aggregate([(SIGN_COLUMN, "sum")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return None
+    total = grouped.column(f"{SIGN_COLUMN}_sum").to_numpy()
+    keep = np.nonzero(total)[0]
+    repeat = np.abs(total[keep])
+    index = np.repeat(keep, repeat)
+    signs = np.repeat(np.sign(total[keep]), repeat).astype(np.int32)
+    return grouped.select(keys).take(pa.array(index)).append_column(SIGN_COLUMN, pa.array(signs))
 
 
 def _netted(rows: DataFrame, columns: list[str]) -> DataFrame:
@@ -197,11 +254,22 @@ def _netted(rows: DataFrame, columns: list[str]) -> DataFrame:
     return n.select(*quoted, ones.alias(SIGN_COLUMN))
 
 
-def _arrow_rows(pinned: PinnedTable, table: Table, columns: list[str]) -> pa.Table:
-    """The signed rows of the roles read through pyiceberg, with :data:`SIGN_COLUMN`."""
+def _arrow_rows(
+    pinned: PinnedTable,
+    table: Table,
+    columns: list[str],
+    plans: tuple[dict[str, FileScanTask], dict[str, FileScanTask]] | None = None,
+) -> pa.Table:
+    """The signed rows of the roles read through pyiceberg, with :data:`SIGN_COLUMN`
+    (``plans``: the scan tasks of the pinned and of the consumed snapshot, by data file,
+    when already planned)."""
     parts = pinned.partitions
-    new = {t.file.file_path: t for t in plan(table, pinned.snapshot_id)}
-    old = {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)}
+    if plans is None:
+        plans = (
+            {t.file.file_path: t for t in plan(table, pinned.snapshot_id)},
+            {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)},
+        )
+    new, old = plans
     out: list[pa.Table] = []
     if ADDED_DELETES in parts:
         out.append(_signed(_scan(table, [new[f] for f in parts[ADDED_DELETES].files], columns), 1))

@@ -220,12 +220,18 @@ def _estimate(
     appended = sum(c.delta_bytes for c in changed.values())
     joined = sum(_bytes(inp.pinned[o]) for t in changed for o in inp.pinned if o != t)
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
-    total = appended + joined + rewritten
+    recomputed = _recomputed_bytes(inp, analysis, changed)
+    fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
+    total = appended + joined + rewritten + recomputed + fixed
     parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
     if joined:
         parts.append(f"joins {size_text(joined)}")
     if rewritten:
         parts.append(f"rewrites ~{size_text(rewritten)} of the MV")
+    if recomputed:
+        parts.append(f"recomputes MIN/MAX groups reaching a retracted value, reading ~{size_text(recomputed)}")
+    if fixed:
+        parts.append(f"applying signed rows costs about as much as reading {size_text(fixed)}")
     compactions = sum(c.compactions for c in changes.values())
     if compactions:
         parts.append(f"{compactions} compaction snapshot(s) skipped")
@@ -274,6 +280,29 @@ def change_text(change: BaseChange) -> str:
         )
     rows = f" ({change.delta_rows} rows)" if change.delta_rows is not None else ""
     return f"base table '{change.table}': {size_text(change.delta_bytes)} appended{rows}"
+
+
+SIGNED_FIXED_BYTES = 32 * 1024 * 1024
+"""The fixed cost of an INCREMENTAL run that applies signed rows (Iceberg / Delta deletes and
+updates), in bytes read: it runs about six more Spark jobs than a recomputation (the signed
+terms cached, the affected partitions, the flagged MIN / MAX groups, the merge), which on
+TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of ``orders``
+or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
+
+
+def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:
+    """Bytes the recomputation of MIN / MAX groups may read: a group is recomputed (from its
+    rows of the new input, pruned by its key) only when a retracted value reaches its
+    extreme, so about one base partition of every table per retracting file, at most the
+    whole input (FULL's read)."""
+    if not any(c.role in ("min", "max") for c in analysis.columns):
+        return 0
+    files = sum(c.files_read for c in changed.values() if c.kind == SIGNED and c.rows_retracted)
+    if not files:
+        return 0
+    full = sum(_bytes(p) for p in inp.pinned.values())
+    widest = max(len(p.partitions) for p in inp.pinned.values()) or 1
+    return min(full, files * full // widest)
 
 
 def _rewritten_bytes(rt: Runtime, mv: MvDefinition, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:

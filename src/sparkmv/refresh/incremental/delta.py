@@ -24,11 +24,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame
+from pyspark.sql import Column, DataFrame, Row
 from pyspark.sql import functions as F
-from pyspark.sql.types import DecimalType, StructType
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    DecimalType,
+    MapType,
+    StructType,
+    TimestampNTZType,
+    TimestampType,
+)
 
-from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, branches_reading
+from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, branches_reading
 from sparkmv.analysis.query import bind_tables, parse_query
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
@@ -165,14 +173,35 @@ def combine(rows: DataFrame, analysis: IvmAnalysis, target: StructType) -> DataF
     # A group with fewer rows than retracted is a changelog that does not match the MV: fail loudly.
     aggs.append(F.when(count < 0, F.raise_error(F.lit(NEGATIVE_COUNT))).otherwise(count).alias(ROW_COUNT))
     retracted = RETRACTED in rows.columns
+    extrema = [c for c in analysis.columns if c.role in ("min", "max")]
     if retracted:
-        aggs.append(F.max(F.coalesce(F.col(RETRACTED), F.lit(0))).alias(RETRACTED))
+        for j, col in enumerate(extrema):
+            gone = F.col(RETRACTED).getField(f"r{j}")
+            aggs.append((F.max(gone) if col.role == "max" else F.min(gone)).alias(f"__smv_r{j}"))
     grouped = rows.groupBy(*[F.col(_q(k)) for k in keys]).agg(*aggs) if keys else rows.groupBy().agg(*aggs)
     for col in analysis.columns:
         if col.role == "avg":
             total, nn = col.state
             grouped = grouped.withColumn(col.name, _average(total, nn, types[total.lower()].dataType))
+    if retracted:
+        grouped = grouped.withColumn(RETRACTED, _reaches_extreme(extrema))
     return project_to(grouped.where(F.col(_q(ROW_COUNT)) > 0), target, (RETRACTED,) if retracted else ())
+
+
+def _reaches_extreme(extrema: list[OutputColumn]) -> Column:
+    """1 where a retracted value reaches its group's merged MIN / MAX, else 0.
+
+    The merged MAX ``m`` is the MAX of the current rows and the inserted rows; the new rows
+    are those minus the retracted ones (a sub-multiset). When every retracted value is
+    below ``m``, a row holding ``m`` is left and the MAX stays ``m``; otherwise the row
+    holding it may be gone and the group is recomputed. A NULL ``m`` with a retracted value
+    cannot happen for a change log that matches the MV; it is recomputed to be safe."""
+    flag = F.lit(False)
+    for j, col in enumerate(extrema):
+        gone, kept = F.col(f"__smv_r{j}"), F.col(_q(col.name))
+        reaches = gone >= kept if col.role == "max" else gone <= kept
+        flag = flag | (gone.isNotNull() & (kept.isNull() | reaches))
+    return F.when(flag, F.lit(1)).otherwise(F.lit(0))
 
 
 NEGATIVE_COUNT = "incremental refresh: a group lost more rows than it held (the changelog does not match the MV)"
@@ -180,17 +209,56 @@ NEGATIVE_COUNT = "incremental refresh: a group lost more rows than it held (the 
 
 def recompute_retracted(merged: DataFrame, fresh: DataFrame, analysis: IvmAnalysis) -> DataFrame:
     """``merged`` with every group flagged :data:`RETRACTED` replaced by its rows of ``fresh``
-    (the augmented query over the new input, in the MV's schema): a retraction may remove a
-    group's MIN or MAX, so those groups are recomputed, the others kept."""
+    (the augmented query over the new input, in the MV's schema): a retraction may have
+    removed those groups' MIN or MAX, so they are recomputed, the others kept.
+
+    The flagged group keys are collected (one small Spark job over the merge): none flagged,
+    ``fresh`` is not read at all; up to :data:`KEYS_INLINE` of them are a filter on the
+    group keys, which Spark pushes below the aggregate into the scan (partition and
+    Parquet row-group pruning, and far fewer rows aggregated); more use a semi-join."""
     keys = [c.name for c in analysis.columns if c.role == "group"]
+    kept = merged.where(F.col(RETRACTED) == 0).drop(RETRACTED)
     flagged = merged.where(F.col(RETRACTED) == 1).select(
         *[F.col(_q(k)).alias(f"__smv_k{i}") for i, k in enumerate(keys)]
     )
-    kept = merged.where(F.col(RETRACTED) == 0).drop(RETRACTED)
     if not keys:  # a global aggregate: its one row is recomputed when flagged
         return kept.unionByName(fresh.join(flagged, how="left_semi"))
+    found = flagged.limit(KEYS_INLINE + 1).collect()
+    if not found:
+        return kept
+    types = {f.name.lower(): f.dataType for f in fresh.schema.fields}
+    if len(found) <= KEYS_INLINE and all(_literal_safe(types[k.lower()]) for k in keys):
+        return kept.unionByName(fresh.where(_any_of(keys, found)))
     cond = [F.col(_q(k)).eqNullSafe(F.col(f"__smv_k{i}")) for i, k in enumerate(keys)]
     return kept.unionByName(fresh.join(flagged, on=cond, how="left_semi"))
+
+
+KEYS_INLINE = 200
+"""Most flagged groups recomputed through a filter of literal keys (else a semi-join)."""
+
+
+def _literal_safe(kind: object) -> bool:
+    """A type whose collected Python value makes an exact Spark literal (not a timestamp,
+    which PySpark turns into a Python datetime in the machine's local time zone)."""
+    return not isinstance(kind, (TimestampType, TimestampNTZType, StructType, ArrayType, MapType, BinaryType))
+
+
+def _any_of(keys: list[str], found: list[Row]) -> Column:
+    """The condition "the group key is one of ``found``" (NULL-safe), as an IN list for one
+    key column."""
+    if len(keys) == 1:
+        values = [r[0] for r in found]
+        column = F.col(_q(keys[0]))
+        present = [v for v in values if v is not None]
+        cond = column.isin(present) if present else F.lit(False)
+        return cond | column.isNull() if len(present) < len(values) else cond
+    out = F.lit(False)
+    for row in found:
+        match = F.lit(True)
+        for i, k in enumerate(keys):
+            match = match & F.col(_q(k)).eqNullSafe(F.lit(row[i]))
+        out = out | match
+    return out
 
 
 def merge_signed_rows(current: DataFrame, rows: DataFrame, target: StructType) -> DataFrame:
