@@ -244,7 +244,10 @@ T = ObjectName("default", "t")
             "SELECT k, MIN(v) AS lo FROM t AS x GROUP BY k",
             True,
             "SELECT k, MIN(CASE WHEN x.__smv_sign > 0 THEN v END) AS lo, "
-            "MAX(CASE WHEN x.__smv_sign < 0 THEN 1 ELSE 0 END) AS __smv_retracted FROM t AS x GROUP BY k",
+            # per MIN/MAX the extreme of the retracted values (only a group whose retracted
+            # value reaches the merged extreme is recomputed)
+            "NAMED_STRUCT('r0', MIN(CASE WHEN x.__smv_sign < 0 THEN v END)) AS __smv_retracted "
+            "FROM t AS x GROUP BY k",
         ),
     ],
 )
