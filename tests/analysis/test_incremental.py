@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import pytest
 
+from sparkmv.analysis.constructs import spark_functions
 from sparkmv.analysis.incremental import (
     ROW_COUNT,
     STATE_PREFIX,
     IvmAnalysis,
     OutputColumn,
     analyze_incremental,
-    spark_functions,
 )
 from sparkmv.analysis.query import parse_query
 

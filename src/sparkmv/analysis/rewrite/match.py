@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from sqlglot import exp
 
-from sparkmv.analysis.incremental import is_aggregate_call
+from sparkmv.analysis.constructs import is_aggregate_call
 from sparkmv.analysis.rewrite.derive import NoMatch, derive_aggregate, describe
 from sparkmv.analysis.rewrite.implies import implies
 from sparkmv.analysis.rewrite.normalize import Block, canonical, table_alias

@@ -25,7 +25,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.qualify import qualify
 
-from sparkmv.analysis.incremental import is_aggregate_call
+from sparkmv.analysis.constructs import is_aggregate_call
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.errors import AnalysisError
 from sparkmv.names import DEFAULT_NAMESPACE, ObjectName

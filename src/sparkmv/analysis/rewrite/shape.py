@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
-from sparkmv.analysis.incremental import ROW_COUNT, STATE_PREFIX, is_aggregate_call
+from sparkmv.analysis.constructs import is_aggregate_call
+from sparkmv.analysis.incremental import ROW_COUNT, STATE_PREFIX
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.analysis.rewrite.normalize import Block, Schema, canonical, qualify_query, select_block
 from sparkmv.errors import SparkMvError
