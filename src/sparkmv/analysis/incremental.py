@@ -46,6 +46,7 @@ from sparkmv.analysis.constructs import (
     source_problem,
     unparen,
 )
+from sparkmv.analysis.keyed import TECHNIQUE, KeyedPlan, is_keyed_shape, keyed_plan
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name
 from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName, is_hidden_column
@@ -62,8 +63,9 @@ class OutputColumn:
         name: the output name, lower-cased: the alias, the column name, or for other
             unaliased expressions a best-effort copy of Spark's generated name
             (``sum(x)``, ``count(1)`` for ``COUNT(*)``).
-        role: ``group`` (a GROUP BY key), ``sum``, ``count``, ``avg``, ``min``, ``max``, or
-            ``plain`` (a column of a non-aggregate query).
+        role: ``group`` (a GROUP BY key), ``sum``, ``count``, ``avg``, ``min``, ``max``,
+            ``plain`` (a column of a non-aggregate query), or ``value`` (any other column of
+            a query maintained by affected-key recomputation).
         state: the hidden state columns it needs: SUM ``("__smv_nn_<i>",)`` (its non-NULL
             count, to tell a NULL sum from 0), AVG ``("__smv_sum_<i>", "__smv_nn_<i>")``,
             others ``()``; ``<i>`` is the 0-based position in the select list.
@@ -89,6 +91,10 @@ class IvmAnalysis:
             not maintainable.
         augmented_sql: Spark SQL of the query with the state columns appended to the select
             list, table names as written (the query's own SQL when there are none).
+        technique: ``delta rules`` (:data:`DELTA_RULES`), or for a keyed query whose top
+            operator is not linear :data:`~sparkmv.analysis.keyed.TECHNIQUE` (affected-key
+            recomputation, no state columns; ``aggregate`` is True).
+        keyed: the affected-key recomputation plan (its technique only).
     """
 
     reason: str | None
@@ -96,6 +102,8 @@ class IvmAnalysis:
     columns: tuple[OutputColumn, ...]
     state_columns: tuple[str, ...]
     augmented_sql: str
+    technique: str = "delta rules"
+    keyed: KeyedPlan | None = None
 
     @property
     def maintainable(self) -> bool:
@@ -120,12 +128,27 @@ def analyze_incremental(query: exp.Query) -> IvmAnalysis:
     elif reason is None:
         columns = tuple(OutputColumn(output_name(item), "plain") for item in branches[0].expressions)
     reason = reason or _reserved_problem(columns)
+    if reason is not None and is_keyed_shape(query):
+        return _keyed_analysis(query)
     if reason is not None:
         return IvmAnalysis(reason, aggregate, (), (), query.sql(DIALECT))
     if not aggregate:
         return IvmAnalysis(None, False, columns, (), query.sql(DIALECT))
     state = (ROW_COUNT, *(name for column in columns for name in column.state))
     return IvmAnalysis(None, True, columns, state, _augment(branches[0], columns))
+
+
+def _keyed_analysis(query: exp.Query) -> IvmAnalysis:
+    """The analysis of a GROUP BY / DISTINCT query the delta rules do not maintain: by
+    affected-key recomputation (:mod:`sparkmv.analysis.keyed`), or its reason."""
+    plan = keyed_plan(query)
+    if isinstance(plan, str):
+        return IvmAnalysis(plan, True, (), (), query.sql(DIALECT))
+    columns = tuple(OutputColumn(n, "group" if n in plan.keys else "value") for n in plan.names)
+    problem = _reserved_problem(columns)
+    if problem:
+        return IvmAnalysis(problem, True, (), (), query.sql(DIALECT))
+    return IvmAnalysis(None, True, columns, (), query.sql(DIALECT), TECHNIQUE, plan)
 
 
 def stored_query(definition: str, columns: Iterable[str]) -> exp.Query:

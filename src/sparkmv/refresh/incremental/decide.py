@@ -221,9 +221,14 @@ def _estimate(
     joined = sum(_bytes(inp.pinned[o]) for t in changed for o in inp.pinned if o != t)
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
+    keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
-    total = appended + joined + rewritten + recomputed + fixed
+    total = appended + joined + rewritten + recomputed + keyed + fixed
     parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
+    if analysis.keyed is not None:
+        parts.insert(0, f"{analysis.technique} of the group keys ({', '.join(analysis.keyed.keys)})")
+    if keyed:
+        parts.append(f"recomputes the touched groups from the new input filtered by their keys (~{size_text(keyed)})")
     if joined:
         parts.append(f"joins {size_text(joined)}")
     if rewritten:
@@ -288,6 +293,19 @@ updates), in bytes read: it runs about six more Spark jobs than a recomputation 
 terms cached, the affected partitions, the flagged MIN / MAX groups, the merge), which on
 TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of ``orders``
 or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
+
+
+KEYED_SCAN_SHARE = 4
+"""An affected-key recomputation reads the whole new input (unless its key filter prunes
+partitions or row groups) but joins and aggregates only the touched keys' rows: counted as a
+quarter of reading that input for FULL, whose cost is mostly the joins and aggregation
+(measured in bench/RESULTS.md, issue 24)."""
+
+
+def _keyed_bytes(inp: PlanInput) -> int:
+    """Bytes an affected-key recomputation costs about as much as reading (see
+    :data:`KEYED_SCAN_SHARE`)."""
+    return sum(_bytes(p) for p in inp.pinned.values()) // KEYED_SCAN_SHARE
 
 
 def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:

@@ -20,11 +20,11 @@ from its stored sum and count, and a SUM over only NULLs stays NULL (its non-NUL
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Row
+from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
@@ -35,6 +35,7 @@ from pyspark.sql.types import (
     TimestampNTZType,
     TimestampType,
 )
+from sqlglot import exp
 
 from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, branches_reading
 from sparkmv.analysis.query import bind_tables, parse_query
@@ -92,22 +93,13 @@ def delta_terms(
     The temporary views the terms read are dropped when the context exits, so use the
     DataFrames inside it.
     """
-    spark = rt.spark
     order = sorted(new)
-    created: dict[tuple[str, str], str] = {}
+    views = Views(rt)
     signed = any(d.kind in SIGNED_KINDS for d in delta.values())
-
-    def view(table: str, role: str, pinned: PinnedTable) -> str:
-        if (table, role) not in created:
-            created[(table, role)] = name = f"__smv_d{next(_views)}"
-            read_pinned(spark, pinned, store=rt.iceberg).createOrReplaceTempView(name)
-        return created[(table, role)]
-
     query = parse_query(analysis.augmented_sql)
 
     def over_new() -> DataFrame:
-        views = {ObjectName.parse(t, allow_reserved=True): view(t, "new", new[t]) for t in order}
-        return spark.sql(bind_tables(query, views))
+        return views.over_new(query, new)
 
     try:
         frames: list[DataFrame] = []
@@ -120,20 +112,56 @@ def delta_terms(
                 term = signed_query(term, name, analysis.aggregate)
             elif signed and not analysis.aggregate:
                 term = unsigned_projection(term)
-            views: dict[ObjectName, str] = {}
-            for j, table in enumerate(order):
-                role, source = (
-                    ("new", new[table]) if j < i else ("delta", delta[table]) if j == i else ("old", old[table])
-                )
-                views[ObjectName.parse(table, allow_reserved=True)] = view(table, role, source)
-            frames.append(spark.sql(bind_tables(term, views)))
+            frames.append(views.term(term, i, new, old, delta))
         union = None
         for frame in frames:
             union = frame if union is None else union.unionByName(frame, allowMissingColumns=True)
         yield Terms(union, signed, over_new)
     finally:
-        for view_name in created.values():
-            spark.catalog.dropTempView(view_name)
+        views.drop()
+
+
+class Views:
+    """The temporary views of one run's delta terms: each base table read at its new
+    position, its old (consumed) position, or as its delta, created once each and dropped
+    together (:meth:`drop`)."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.created: dict[tuple[str, str], str] = {}
+
+    def view(self, table: str, role: str, pinned: PinnedTable) -> str:
+        """The name of the temporary view of ``table`` in ``role`` (new, old, delta)."""
+        if (table, role) not in self.created:
+            self.created[(table, role)] = name = f"__smv_d{next(_views)}"
+            read_pinned(self.rt.spark, pinned, store=self.rt.iceberg).createOrReplaceTempView(name)
+        return self.created[(table, role)]
+
+    def over_new(self, query: exp.Query, new: dict[str, PinnedTable]) -> DataFrame:
+        """``query`` over the new input of every base table."""
+        views = {ObjectName.parse(t, allow_reserved=True): self.view(t, "new", new[t]) for t in sorted(new)}
+        return self.rt.spark.sql(bind_tables(query, views))
+
+    def term(
+        self,
+        query: exp.Query,
+        i: int,
+        new: dict[str, PinnedTable],
+        old: dict[str, PinnedTable],
+        delta: dict[str, PinnedTable],
+    ) -> DataFrame:
+        """The ``i``-th delta term of ``query`` (base tables sorted by name): the tables
+        before the ``i``-th read new, the ``i``-th as its delta, those after it old."""
+        views: dict[ObjectName, str] = {}
+        for j, table in enumerate(sorted(new)):
+            role, source = ("new", new[table]) if j < i else ("delta", delta[table]) if j == i else ("old", old[table])
+            views[ObjectName.parse(table, allow_reserved=True)] = self.view(table, role, source)
+        return self.rt.spark.sql(bind_tables(query, views))
+
+    def drop(self) -> None:
+        """Drop every view created."""
+        for name in self.created.values():
+            self.rt.spark.catalog.dropTempView(name)
 
 
 def project_to(df: DataFrame, target: StructType, keep: tuple[str, ...] = ()) -> DataFrame:
@@ -227,8 +255,8 @@ def recompute_retracted(merged: DataFrame, fresh: DataFrame, analysis: IvmAnalys
     if not found:
         return kept
     types = {f.name.lower(): f.dataType for f in fresh.schema.fields}
-    if len(found) <= KEYS_INLINE and all(_literal_safe(types[k.lower()]) for k in keys):
-        return kept.unionByName(fresh.where(_any_of(keys, found)))
+    if len(found) <= KEYS_INLINE and all(literal_safe(types[k.lower()]) for k in keys):
+        return kept.unionByName(fresh.where(any_of(keys, found)))
     cond = [F.col(_q(k)).eqNullSafe(F.col(f"__smv_k{i}")) for i, k in enumerate(keys)]
     return kept.unionByName(fresh.join(flagged, on=cond, how="left_semi"))
 
@@ -237,13 +265,13 @@ KEYS_INLINE = 200
 """Most flagged groups recomputed through a filter of literal keys (else a semi-join)."""
 
 
-def _literal_safe(kind: object) -> bool:
+def literal_safe(kind: object) -> bool:
     """A type whose collected Python value makes an exact Spark literal (not a timestamp,
     which PySpark turns into a Python datetime in the machine's local time zone)."""
     return not isinstance(kind, (TimestampType, TimestampNTZType, StructType, ArrayType, MapType, BinaryType))
 
 
-def _any_of(keys: list[str], found: list[Row]) -> Column:
+def any_of(keys: list[str], found: Sequence[Sequence[object]]) -> Column:
     """The condition "the group key is one of ``found``" (NULL-safe), as an IN list for one
     key column."""
     if len(keys) == 1:

@@ -28,8 +28,9 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
-from sparkmv.analysis.incremental import analyze_incremental
+from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
 from sparkmv.analysis.signed import RETRACTED, SIGN
 from sparkmv.refresh.context import MvDefinition
 from sparkmv.refresh.incremental.decide import IncrementalInput
@@ -40,6 +41,7 @@ from sparkmv.refresh.incremental.delta import (
     project_to,
     recompute_retracted,
 )
+from sparkmv.refresh.incremental.keyed import replace_keys, touched_keys
 from sparkmv.refresh.jobs.base import ChunkOutcome
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -72,6 +74,8 @@ def compute_incremental(
     target = arrow_to_spark(table.schema().as_arrow())
     old = {t: i.old for t, i in inputs.items()}
     delta = {t: i.delta for t, i in inputs.items() if i.delta is not None}
+    if analysis.keyed is not None:
+        return _compute_keyed(rt, mv, analysis, (table, target, mv_snapshot), (pinned, old, delta), directory)
     with delta_terms(rt, analysis, pinned, old, delta) as terms:
         if terms.union is None:
             return ChunkOutcome([], 0, 0, {"replace": []})
@@ -93,6 +97,36 @@ def compute_incremental(
             staged = write_staged(_retained(mv, merged), directory, mv.partition_by)
         finally:
             rows.unpersist()
+    detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
+    return ChunkOutcome(staged.files, staged.rows, staged.bytes, detail)
+
+
+def _compute_keyed(
+    rt: Runtime,
+    mv: MvDefinition,
+    analysis: IvmAnalysis,
+    mv_table: tuple[Any, StructType, int | None],
+    positions: tuple[dict[str, PinnedTable], dict[str, PinnedTable], dict[str, PinnedTable]],
+    directory: str,
+) -> ChunkOutcome:
+    """Affected-key recomputation (:mod:`sparkmv.refresh.incremental.keyed`): the MV
+    partitions holding a touched key are rewritten with those keys' rows recomputed."""
+    table, target, mv_snapshot = mv_table
+    assert analysis.keyed is not None
+    with touched_keys(rt, analysis, target, *positions) as terms:
+        if terms.union is None:
+            return ChunkOutcome([], 0, 0, {"replace": []})
+        keys = terms.union.cache()
+        try:
+            files, replace = _affected(mv, keys, table, mv_snapshot)
+            current = read_files(rt.spark, files, target)
+            fresh = project_to(normalize_for_iceberg(terms.over_new()), target)
+            merged = replace_keys(current, fresh, keys, analysis.keyed.keys)
+            if merged is None:  # no row of the change reached a group
+                return ChunkOutcome([], 0, 0, {"replace": []})
+            staged = write_staged(_retained(mv, merged), directory, mv.partition_by)
+        finally:
+            keys.unpersist()
     detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
     return ChunkOutcome(staged.files, staged.rows, staged.bytes, detail)
 

@@ -1,0 +1,240 @@
+"""Affected-key recomputation: incremental refresh of a keyed query whose top operator the
+delta rules do not maintain (DESIGN.md, "Incremental refresh").
+
+A ``GROUP BY`` query (or a ``SELECT DISTINCT``) whose aggregate layer is not linear —
+``HAVING``, DISTINCT aggregates, expressions over aggregates, aggregate functions other than
+SUM/COUNT/AVG/MIN/MAX — is still maintained when the relation it groups is linear: filters,
+projections, inner joins, and derived tables and CTEs that are themselves such. A group's
+output can change only if a base row reaching it was inserted or retracted, so the group keys
+of that relation's delta (inserted and retracted rows alike, signs ignored) are a superset of
+the groups whose output changed. Those groups are recomputed from the new input (the query
+filtered to their keys) and replace the MV's rows with the same keys; every other row stays.
+DBSP (Budiu et al., VLDB 2023) maintains any aggregate so, from the groups of the input's
+delta; Snowflake dynamic tables and Databricks recompute touched groups the same way.
+
+The MV's visible rows are the only state (no hidden columns): the group keys must be output
+columns, so the MV's rows are matched to the touched keys by them (NULL-safe).
+
+>>> from sparkmv.analysis.query import parse_query
+>>> plan = keyed_plan(parse_query("SELECT k, count(DISTINCT x) AS n FROM f WHERE y > 0 GROUP BY k HAVING n > 1"))
+>>> plan.keys, plan.key_sql
+(('k',), 'SELECT k AS k FROM f WHERE y > 0')
+>>> keyed_plan(parse_query("WITH s AS (SELECT a, b FROM t) SELECT DISTINCT a FROM s")).key_sql
+'SELECT a AS a FROM (SELECT a, b FROM t) AS s'
+>>> keyed_plan(parse_query("SELECT k, max(x) FROM f LEFT JOIN g ON f.k = g.k GROUP BY k"))
+'LEFT JOIN g is not incrementally maintainable: outer joins are not maintained'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from sqlglot import exp
+
+from sparkmv.analysis.constructs import (
+    WHY_OUTER,
+    WHY_WINDOW,
+    group_keys,
+    is_aggregate,
+    modifier_problem,
+    node_problem,
+    not_maintainable,
+    output_name,
+    source_problem,
+    unparen,
+)
+from sparkmv.analysis.query import DIALECT, table_name
+from sparkmv.names import ObjectName
+
+TECHNIQUE = "affected-key recomputation"
+
+
+@dataclass(frozen=True)
+class KeyedPlan:
+    """How affected-key recomputation maintains one defining query.
+
+    Attributes:
+        keys: the output column names (lower case) of the group keys, in select-list order.
+        names: every output column name (lower case), in select-list order.
+        key_sql: Spark SQL of the grouped relation projected to the group keys, named as the
+            output columns (``SELECT <key> AS <name>, ... FROM ... WHERE ...``; CTEs inlined
+            as derived tables): bound to a base table's delta, it yields the touched keys.
+    """
+
+    keys: tuple[str, ...]
+    names: tuple[str, ...]
+    key_sql: str
+
+
+def is_keyed_shape(query: exp.Query) -> bool:
+    """True for a SELECT (after its CTEs) with ``GROUP BY`` or ``DISTINCT``: the queries
+    affected-key recomputation is for, whose refusal reason is its own."""
+    select = query.this if isinstance(query, exp.Subquery) else query
+    return isinstance(select, exp.Select) and (
+        select.args.get("group") is not None or select.args.get("distinct") is not None
+    )
+
+
+def keyed_plan(query: exp.Query) -> KeyedPlan | str:
+    """The affected-key recomputation of ``query`` (parsed, tables unbound), or the reason
+    it cannot be maintained so (``"<construct> is not incrementally maintainable: <why>"``).
+    """
+    inlined = inline_ctes(query)
+    if isinstance(inlined, str):
+        return inlined
+    select = inlined
+    if not isinstance(select, exp.Select) or not is_keyed_shape(select):
+        return not_maintainable(select, "affected-key recomputation needs GROUP BY or DISTINCT")
+    problem = _top_problem(select)
+    if problem:
+        return problem
+    items = [unparen(item.unalias()) for item in select.expressions]
+    names = tuple(output_name(item) for item in select.expressions)
+    if select.args.get("group") is not None:
+        positions, missing = group_keys(select, items)
+    else:  # SELECT DISTINCT: every column is a key
+        positions, missing = set(range(len(items))), None
+        aggregate = next((item for item in items if _has_aggregate(item)), None)
+        if aggregate is not None:
+            return not_maintainable(aggregate, "an aggregate without GROUP BY is not a keyed query")
+    loose = next((items[i] for i in range(len(items)) if i not in positions and not _has_aggregate(items[i])), None)
+    if loose is not None and loose.find(exp.Column) is not None:
+        return not_maintainable(loose, "a select item of an aggregate query must be a GROUP BY key")
+    if select.args.get("group") is not None and missing is not None:
+        return not_maintainable(missing, "a GROUP BY key must be in the select list")
+    if len(set(names)) < len(names):
+        return not_maintainable(select, "output column names must be distinct")
+    problem = _relation_problem(select, set())
+    if problem:
+        return problem
+    keys = tuple(names[i] for i in sorted(positions))
+    relation = select.copy()
+    for arg in ("group", "having", "distinct", "qualify"):
+        relation.set(arg, None)
+    relation.set("expressions", [exp.alias_(items[i].copy(), names[i]) for i in sorted(positions)])
+    return KeyedPlan(keys, names, relation.sql(DIALECT))
+
+
+def _has_aggregate(expr: exp.Expr) -> bool:
+    return any(is_aggregate(node) for node in expr.dfs())
+
+
+def inline_ctes(query: exp.Query) -> exp.Query | str:
+    """``query`` (a copy) with each CTE replaced by a derived table of its body where it is
+    read, or the reason it cannot be (a recursive CTE, a CTE of a set operation's branch).
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> inline_ctes(parse_query("WITH a AS (SELECT x FROM t), b AS (SELECT x FROM a) SELECT x FROM b")).sql()
+    'SELECT x FROM (SELECT x FROM (SELECT x FROM t) AS a) AS b'
+    """
+    query = query.copy()
+    with_ = query.args.get("with_")
+    if with_ is None:
+        return query
+    if with_.args.get("recursive"):
+        return not_maintainable(with_, "recursive CTEs are not maintained")
+    query.set("with_", None)
+    ctes = list(with_.expressions)
+    for i, cte in enumerate(ctes):
+        name = cte.alias.lower()
+        for later in [*ctes[i + 1 :], query]:
+            body = later.this if isinstance(later, exp.CTE) else later
+            for table in list(body.find_all(exp.Table)):
+                if table.db or table.catalog or table.name.lower() != name:
+                    continue
+                alias = cte.args["alias"].copy()
+                alias.set("this", exp.to_identifier(table.alias or cte.alias))
+                table.replace(exp.Subquery(this=cte.this.copy(), alias=alias))
+    return query
+
+
+def _top_problem(select: exp.Select) -> str | None:
+    """The problems of the keyed SELECT's own clauses and expressions: ORDER BY / LIMIT,
+    windows, grouping sets, subqueries and non-deterministic functions in the select list
+    or HAVING (any aggregate function is fine: each touched group is recomputed whole)."""
+    problem = modifier_problem(select)
+    if problem:
+        return problem
+    if select.args.get("qualify") is not None:
+        return not_maintainable(select.args["qualify"], WHY_WINDOW)
+    distinct = select.args.get("distinct")
+    if distinct is not None and distinct.args.get("on") is not None:
+        return not_maintainable(distinct, "DISTINCT ON keeps one row per key in an order")
+    group = select.args.get("group")
+    sets = (exp.Rollup, exp.Cube, exp.GroupingSets)
+    if group is not None and (
+        any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals"))
+        or any(isinstance(key, sets) for key in group.expressions)
+    ):
+        return not_maintainable(group, "grouping sets, ROLLUP and CUBE are not maintained")
+    roots = [*select.expressions, select.args.get("having"), group]
+    return _expressions_problem(roots, aggregates_allowed=True)
+
+
+def _expressions_problem(roots: list[exp.Expr | None], aggregates_allowed: bool) -> str | None:
+    for root in roots:
+        for node in root.dfs() if root is not None else ():
+            if aggregates_allowed and (is_aggregate(node) or isinstance(node, exp.Filter)):
+                continue
+            if not aggregates_allowed and is_aggregate(node) and not node.find_ancestor(exp.Window):
+                return not_maintainable(node, "an aggregate inside the grouped relation is not maintained")
+            problem = node_problem(node)
+            if problem:
+                return problem
+    return None
+
+
+def _relation_problem(select: exp.Select, seen: set[ObjectName]) -> str | None:
+    """The first problem of the relation ``select`` groups (or of a derived table in it):
+    only base tables (each read once) and linear derived tables, joined by inner joins,
+    with deterministic filters."""
+    from_ = select.args.get("from_")
+    sources = [from_.this] if from_ is not None else []
+    for join in select.args.get("joins") or []:
+        if join.side or join.kind in ("SEMI", "ANTI", "OUTER"):
+            bare = join.copy()
+            bare.set("on", None)
+            bare.set("using", None)
+            return not_maintainable(bare.sql(dialect=DIALECT, normalize_functions="lower").strip(), WHY_OUTER)
+        sources.append(join.this)
+    for lateral in select.args.get("laterals") or []:
+        return not_maintainable(lateral, "LATERAL VIEW is not maintained")
+    conditions = [join.args.get("on") for join in select.args.get("joins") or []]
+    problem = _expressions_problem([*conditions, select.args.get("where")], aggregates_allowed=False)
+    for source in sources:
+        problem = problem or _source_problem(source, seen)
+    return problem
+
+
+def _source_problem(source: exp.Expr, seen: set[ObjectName]) -> str | None:
+    if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
+        return _derived_problem(source.this, seen)
+    problem = source_problem(source)
+    if problem or not isinstance(source, exp.Table):
+        return problem or not_maintainable(source, "only base tables are maintained")
+    name = table_name(source)
+    if name in seen:
+        bare = source.copy()
+        bare.set("alias", None)
+        return not_maintainable(bare, "a base table read twice is not maintained")
+    seen.add(name)
+    return None
+
+
+def _derived_problem(select: exp.Select, seen: set[ObjectName]) -> str | None:
+    """A derived table inside the grouped relation must be linear: a projection and filter
+    of inner joins, no grouping, DISTINCT, LIMIT or window."""
+    problem = modifier_problem(select)
+    if problem:
+        return problem
+    for arg, why in (
+        ("with_", "a WITH inside a derived table is not maintained"),
+        ("distinct", "DISTINCT inside the grouped relation is not maintained"),
+        ("group", "GROUP BY inside the grouped relation is not maintained"),
+        ("having", "HAVING inside the grouped relation is not maintained"),
+        ("qualify", WHY_WINDOW),
+    ):
+        if select.args.get(arg) is not None:
+            return not_maintainable(select.args[arg], why)
+    problem = _expressions_problem(list(select.expressions), aggregates_allowed=False)
+    return problem or _relation_problem(select, seen)
