@@ -268,3 +268,151 @@ def test_files_outside_hive_directories_get_partition_values_as_literals(spark: 
     assert df.columns == ["d", "k", "v"]
     assert rows_of(df) == [(D1, "a", 1), (D1, "b", 2), (None, "c", 3)]
     assert rows_of(delta.read(spark, pinned, {"d=2024-01-01"})) == [(D1, "a", 1), (D1, "b", 2)]
+
+
+# -- the change data feed --------------------------------------------------------------------
+
+FEED = {"delta.enableChangeDataFeed": "true"}
+PROJECTION = "SELECT d, k, v FROM t WHERE v > 0"
+
+
+def _feed_change(run: Any) -> dict[str, Any]:
+    """The change of base table ``t`` as the run's INCREMENTAL candidate read it."""
+    incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
+    keys = ("kind", "rows_added", "rows_retracted", "source")
+    return {k: v for k, v in incremental["changes"][0].items() if k in keys}
+
+
+def _incremental(client: Any, query: str) -> Any:
+    """Refresh ``mv``: an INCREMENTAL run, the MV equal to ``query`` computed by DuckDB."""
+    from tests.helpers import assert_mv_matches
+
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert_mv_matches(client, "mv", query)
+    return run
+
+
+@pytest.mark.parametrize("query", [QUERY, PROJECTION], ids=["aggregate", "projection"])
+def test_deletes_updates_and_merges_are_read_from_the_change_data_feed(
+    make_client: Callable[..., Any], tmp_path: Path, query: str
+) -> None:
+    from deltalake import DeltaTable
+
+    root = tmp_path / "delta"
+    rows = [(D1, "a", 1), (D1, "b", 2), (D1, "c", 3), (D2, "a", 10), (D3, "c", 100)]
+    _write(root, rows, partition_by=["d"], configuration=FEED)
+    client = make_client()
+    client.sql(f"CREATE EXTERNAL TABLE t USING delta LOCATION '{root}'")
+    client.sql(f"CREATE MATERIALIZED VIEW mv PARTITION BY d PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+
+    DeltaTable(str(root)).delete("k = 'b'")  # one row of a file of three: the feed holds that row only
+    run = _incremental(client, query)
+    assert "(signed change log, change data feed), 1 files read" in run.reason, run.reason
+    feed = {"kind": "signed", "source": "change data feed"}
+    assert _feed_change(run) == {**feed, "rows_added": 0, "rows_retracted": 1}
+
+    DeltaTable(str(root)).update(updates={"v": "v + 100"}, predicate="k = 'a'")  # two partitions
+    run = _incremental(client, query)
+    assert _feed_change(run) == {**feed, "rows_added": 2, "rows_retracted": 2}
+    if query == QUERY:
+        assert ("2024-01-02", "a", 110, 1) in _mv_rows(client)
+
+    source = _rows([(D1, "a", 7), (D1, "c", -3), (D3, "z", 9)])
+    (
+        DeltaTable(str(root))
+        .merge(source, "s.d = t.d AND s.k = t.k", source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    run = _incremental(client, query)
+    assert _feed_change(run) == {**feed, "rows_added": 3, "rows_retracted": 2}
+
+    # A delete of a whole partition (no cdc action: the removed file's rows) and an append
+    # in one range.
+    DeltaTable(str(root)).delete("d = '2024-01-02'")
+    _write(root, [(D2, "n", 4)], mode="append")
+    run = _incremental(client, query)
+    assert _feed_change(run) == {**feed, "rows_added": 1, "rows_retracted": 1}
+    assert client.refresh("mv").state == "SKIPPED"
+
+
+def test_a_delete_whose_removed_file_was_vacuumed_is_applied_from_the_feed(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    """VACUUM deletes the removed data file (the remove-action path would fail) but keeps
+    the feed's ``_change_data`` files."""
+    from deltalake import DeltaTable
+
+    root = tmp_path / "delta"
+    _write(root, [(D1, "a", 1), (D1, "b", 2), (D2, "a", 10)], partition_by=["d"], configuration=FEED)
+    client = make_client()
+    client.sql(f"CREATE EXTERNAL TABLE t USING delta LOCATION '{root}'")
+    client.sql(f"CREATE MATERIALIZED VIEW mv PARTITION BY d PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {QUERY}")
+    DeltaTable(str(root)).delete("k = 'b'")
+    DeltaTable(str(root)).vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    run = _incremental(client, QUERY)
+    assert _feed_change(run)["source"] == "change data feed"
+    assert _mv_rows(client) == _expected(root) == [("2024-01-01", "a", 1, 1), ("2024-01-02", "a", 10, 1)]
+
+
+def test_a_feed_enabled_after_the_consumed_version_falls_back_to_the_removed_files(
+    make_client: Callable[..., Any], tmp_path: Path
+) -> None:
+    from deltalake import DeltaTable
+
+    root = tmp_path / "delta"
+    client = _setup(make_client, root, mode="INCREMENTAL")  # no feed at the consumed version
+    DeltaTable(str(root)).alter.set_table_properties(FEED)
+    DeltaTable(str(root)).delete("k = 'b'")
+    run = _incremental(client, QUERY)
+    assert "(signed change log), 2 files read" in run.reason, run.reason
+    assert _feed_change(run) == {"kind": "signed", "rows_added": 1, "rows_retracted": 2, "source": None}
+
+    DeltaTable(str(root)).update(updates={"v": "v * 2"}, predicate="k = 'a'")  # consumed: the feed is on
+    run = _incremental(client, QUERY)
+    assert "(signed change log, change data feed)" in run.reason, run.reason
+    assert _feed_change(run) == {"kind": "signed", "rows_added": 2, "rows_retracted": 2, "source": "change data feed"}
+
+    DeltaTable(str(root)).alter.set_table_properties({"delta.enableChangeDataFeed": "false"})
+    DeltaTable(str(root)).delete("k = 'a'")
+    run = _incremental(client, QUERY)
+    assert _feed_change(run)["source"] is None
+    assert _mv_rows(client) == _expected(root) == [("2024-01-03", "c", 100, 1)]
+
+
+def test_feed_rows_are_signed_cast_and_netted(tmp_path: Path) -> None:
+    """The feed's change types as signs, its own columns dropped, the view types cast to the
+    table's schema, and a row inserted then deleted in the range netted away."""
+    from deltalake import DeltaTable
+
+    from sparkmv.sources.delta import _schema_json, open_table
+    from sparkmv.sources.delta_cdf import signed_rows
+    from sparkmv.sources.signed import SIGN_COLUMN, net_arrow
+    from sparkmv.storage.schema import schema_from_json
+
+    root = tmp_path / "delta"
+    _write(root, [(D1, "a", 1), (D1, "b", 2)], configuration=FEED)
+    _write(root, [(D2, "x", 5)], mode="append")
+    DeltaTable(str(root)).update(updates={"v": "v + 1"}, predicate="k = 'a'")
+    DeltaTable(str(root)).delete("k = 'x'")
+    schema = schema_from_json(_schema_json(open_table("t", str(root))))
+    feed = pa.table(DeltaTable(str(root)).load_cdf(starting_version=1, ending_version=3))
+    rows = signed_rows(feed, schema)
+    assert rows.schema.names == ["d", "k", "v", SIGN_COLUMN]
+    assert rows.schema.field("k").type == pa.string()
+    assert sorted(rows.to_pylist(), key=str) == sorted(
+        [
+            {"d": D2, "k": "x", "v": 5, SIGN_COLUMN: 1},
+            {"d": D1, "k": "a", "v": 1, SIGN_COLUMN: -1},
+            {"d": D1, "k": "a", "v": 2, SIGN_COLUMN: 1},
+            {"d": D2, "k": "x", "v": 5, SIGN_COLUMN: -1},
+        ],
+        key=str,
+    )
+    netted = net_arrow(rows)
+    assert netted is not None
+    assert sorted(netted.to_pylist(), key=str) == sorted(
+        [{"d": D1, "k": "a", "v": 1, SIGN_COLUMN: -1}, {"d": D1, "k": "a", "v": 2, SIGN_COLUMN: 1}], key=str
+    )

@@ -18,7 +18,9 @@ through the transaction log by delta-rs (the ``deltalake`` package); no Spark De
   (delete, overwrite, update, merge) makes a signed change: - the rows of each data file of
   the consumed version no longer listed (readable until VACUUM removes the file: then the
   reason names it), + the rows of each file added (compactions net out when read). A
-  deletion vector added in the range gives a reason.
+  deletion vector added in the range gives a reason. When the table's change data feed
+  covers the range, the signed change is read from it instead
+  (:mod:`sparkmv.sources.delta_cdf`): only the rows really changed, not whole files.
 - Deletion vectors in use and column mapping are refused with a :class:`SourceError` naming
   the table and the reader feature (Spark would read the Parquet files wrongly); so is any
   reader feature not in :data:`READABLE_FEATURES`.
@@ -250,7 +252,9 @@ def delta_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange:
         return BaseChange(name, UNCHANGED, None, consumed, None)
     added, reason = _appended(name, current.location or "", old, new)
     if reason is not None and reason.startswith(_REMOVES):
-        return _signed_change(consumed, current)
+        from sparkmv.sources.delta_cdf import feed_change
+
+        return feed_change(consumed, current) or _signed_change(consumed, current)
     if reason is not None:
         return BaseChange(name, NOT_APPEND_ONLY, reason, consumed, None)
     if not added:

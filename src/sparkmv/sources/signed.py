@@ -49,6 +49,9 @@ ROLES = (ADDED, REMOVED, ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)
 Parquet, added / removed read through pyiceberg (they carry delete files), and data files
 kept whose delete files changed (their positions deleted since are read)."""
 SIGN_COLUMN = "__smv_sign"
+FEED = "feed|"
+"""Partition key of a Delta table's ``signed`` change read from its change data feed
+(:mod:`sparkmv.sources.delta_cdf`)."""
 
 
 @dataclass(frozen=True)
@@ -165,6 +168,10 @@ def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) ->
 
     schema = schema_from_json(pinned.schema_json)
     parts = pinned.partitions
+    if FEED in parts:  # a Delta table's change data feed (sparkmv.sources.delta_cdf)
+        from sparkmv.sources.delta_cdf import read_feed
+
+        return read_feed(spark, pinned)
     if any("|" in key for key in parts):  # a Delta table's change (sparkmv.sources.delta)
         from sparkmv.sources.delta import read_signed
 
@@ -229,6 +236,19 @@ def _netted_in_arrow(pinned: PinnedTable, table: Table, columns: list[str]) -> p
         if any(t.num_rows for t in out)
         else out[0]
     )
+    return net_arrow(rows)
+
+
+def net_arrow(rows: pa.Table) -> pa.Table | None:
+    """Signed rows (any columns and :data:`SIGN_COLUMN`, int) netted per distinct row, as
+    :func:`_netted` does in Spark: one row of sign +1 or -1 per unit of each distinct row's
+    net count, rows whose signs cancel left out; None when Arrow cannot group these columns
+    (nested types).
+
+    >>> t = pa.table({"k": ["a", "a", "b", "c"], SIGN_COLUMN: pa.array([1, -1, -1, 1], pa.int32())})
+    >>> sorted(net_arrow(t.append_column("n", pa.array([1, 1, 2, 3]))).to_pylist(), key=str)
+    [{'k': 'b', 'n': 2, '__smv_sign': -1}, {'k': 'c', 'n': 3, '__smv_sign': 1}]
+    """
     if not rows.num_rows:
         return rows
     keys = [c for c in rows.column_names if c != SIGN_COLUMN]

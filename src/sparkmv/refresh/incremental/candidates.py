@@ -43,8 +43,9 @@ class Candidate:
         changes: INCREMENTAL: the change log read per base table, one dict each with
             ``table``, ``kind`` (``unchanged``, ``append``, ``signed``,
             ``not_append_only``), ``rows_added``, ``rows_retracted``, ``files_read``,
-            ``bytes_read`` and ``reason`` (why the change cannot be applied, else None);
-            the base tables after one that cannot be applied are not read.
+            ``bytes_read``, ``reason`` (why the change cannot be applied, else None) and
+            ``source`` (``change data feed`` for a Delta change read from its feed, else
+            None); the base tables after one that cannot be applied are not read.
     """
 
     mode: str
@@ -128,6 +129,7 @@ def change_lines(changes: list[dict[str, Any]]) -> list[str]:
             lines.append(
                 f"{head} {'+' + str(added) + ' rows':<9} {'-' + str(ch.get('rows_retracted', 0)) + ' rows':<9} "
                 f"{str(ch.get('files_read', 0)) + ' files':<9} {size_text(ch.get('bytes_read'))}"
+                + (f" ({ch['source']})" if ch.get("source") else "")
             )
     return lines
 

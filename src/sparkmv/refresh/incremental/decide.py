@@ -21,6 +21,8 @@ from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, 
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.changes import APPEND, APPLICABLE, NOT_APPEND_ONLY, SIGNED, UNCHANGED, BaseChange, base_change
+from sparkmv.sources.delta_cdf import SOURCE_TEXT as FEED_TEXT
+from sparkmv.sources.delta_cdf import from_feed
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.refreshable import changelog_delta
 from sparkmv.storage.iceberg import IcebergStore
@@ -261,6 +263,7 @@ def change_json(change: BaseChange) -> dict[str, Any]:
         "files_read": change.files_read or _files(change),
         "bytes_read": change.delta_bytes,
         "reason": change.reason,
+        "source": FEED_TEXT if from_feed(change.delta) else None,
     }
 
 
@@ -279,9 +282,10 @@ def change_text(change: BaseChange) -> str:
     "base table 't': 10 bytes appended"
     """
     if change.kind == SIGNED:
+        source = f", {FEED_TEXT}" if from_feed(change.delta) else ""
         return (
             f"base table '{change.table}': +{change.delta_rows or 0} / -{change.rows_retracted} rows (signed change "
-            f"log), {change.files_read} files read ({size_text(change.delta_bytes)})"
+            f"log{source}), {change.files_read} files read ({size_text(change.delta_bytes)})"
         )
     rows = f" ({change.delta_rows} rows)" if change.delta_rows is not None else ""
     return f"base table '{change.table}': {size_text(change.delta_bytes)} appended{rows}"
