@@ -43,8 +43,7 @@ from sparkmv.analysis.constructs import (
     source_problem,
     unparen,
 )
-from sparkmv.analysis.query import DIALECT, table_name
-from sparkmv.names import ObjectName
+from sparkmv.analysis.query import DIALECT
 
 TECHNIQUE = "affected-key recomputation"
 
@@ -104,7 +103,7 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
         return not_maintainable(missing, "a GROUP BY key must be in the select list")
     if len(set(names)) < len(names):
         return not_maintainable(select, "output column names must be distinct")
-    problem = _relation_problem(select, set())
+    problem = _relation_problem(select)
     if problem:
         return problem
     keys = tuple(names[i] for i in sorted(positions))
@@ -184,10 +183,11 @@ def _expressions_problem(roots: list[exp.Expr | None], aggregates_allowed: bool)
     return None
 
 
-def _relation_problem(select: exp.Select, seen: set[ObjectName]) -> str | None:
+def _relation_problem(select: exp.Select) -> str | None:
     """The first problem of the relation ``select`` groups (or of a derived table in it):
-    only base tables (each read once) and linear derived tables, joined by inner joins,
-    with deterministic filters."""
+    only base tables and linear derived tables, joined by inner joins, with deterministic
+    filters. A base table may be read more than once (each reference is its own input of
+    the delta rule)."""
     from_ = select.args.get("from_")
     sources = [from_.this] if from_ is not None else []
     for join in select.args.get("joins") or []:
@@ -202,26 +202,20 @@ def _relation_problem(select: exp.Select, seen: set[ObjectName]) -> str | None:
     conditions = [join.args.get("on") for join in select.args.get("joins") or []]
     problem = _expressions_problem([*conditions, select.args.get("where")], aggregates_allowed=False)
     for source in sources:
-        problem = problem or _source_problem(source, seen)
+        problem = problem or _source_problem(source)
     return problem
 
 
-def _source_problem(source: exp.Expr, seen: set[ObjectName]) -> str | None:
+def _source_problem(source: exp.Expr) -> str | None:
     if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
-        return _derived_problem(source.this, seen)
+        return _derived_problem(source.this)
     problem = source_problem(source)
     if problem or not isinstance(source, exp.Table):
         return problem or not_maintainable(source, "only base tables are maintained")
-    name = table_name(source)
-    if name in seen:
-        bare = source.copy()
-        bare.set("alias", None)
-        return not_maintainable(bare, "a base table read twice is not maintained")
-    seen.add(name)
     return None
 
 
-def _derived_problem(select: exp.Select, seen: set[ObjectName]) -> str | None:
+def _derived_problem(select: exp.Select) -> str | None:
     """A derived table inside the grouped relation must be linear: a projection and filter
     of inner joins, no grouping, DISTINCT, LIMIT or window."""
     problem = modifier_problem(select)
@@ -237,4 +231,4 @@ def _derived_problem(select: exp.Select, seen: set[ObjectName]) -> str | None:
         if select.args.get(arg) is not None:
             return not_maintainable(select.args[arg], why)
     problem = _expressions_problem(list(select.expressions), aggregates_allowed=False)
-    return problem or _relation_problem(select, seen)
+    return problem or _relation_problem(select)

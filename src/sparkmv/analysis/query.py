@@ -121,6 +121,31 @@ def referenced_tables(query: exp.Expr) -> list[ObjectName]:
     return seen
 
 
+def table_occurrences(query: exp.Expr) -> list[ObjectName]:
+    """Every base table reference of a query, in its order (a table read twice appears
+    twice; CTE names excluded): the inputs :func:`bind_occurrences` binds one by one.
+
+    >>> [str(n) for n in table_occurrences(parse_query("SELECT * FROM t JOIN u ON t.a = u.a JOIN t v ON v.b = t.b"))]
+    ['t', 'u', 't']
+    """
+    return [table_name(table) for table in _table_refs(query)]
+
+
+def bind_occurrences(query: exp.Query, views: list[str | None]) -> str:
+    """Spark SQL text of ``query`` with its ``i``-th table reference (in the order of
+    :func:`table_occurrences`) replaced by the temp view ``views[i]`` (kept when None),
+    keeping its alias as :func:`bind_tables` does.
+
+    >>> bind_occurrences(parse_query("SELECT * FROM t JOIN t u ON t.a = u.a"), ["v1", "v2"])
+    'SELECT * FROM v1 AS t JOIN v2 AS u ON t.a = u.a'
+    """
+    bound = query.copy()
+    for table, view in zip(_table_refs(bound), views, strict=True):
+        if view is not None:
+            table.replace(exp.alias_(exp.to_table(view), table.alias or table.name, table=True))
+    return bound.sql(DIALECT)
+
+
 def bind_tables(query: exp.Query, views: dict[ObjectName, str]) -> str:
     """Spark SQL text of ``query`` with each base table replaced by its temp view name.
 

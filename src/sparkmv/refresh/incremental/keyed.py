@@ -1,9 +1,11 @@
 """Affected-key recomputation with Spark (:mod:`sparkmv.analysis.keyed`).
 
-The touched keys are the union, over each changed base table ``Ti``, of the plan's key query
-with ``T1..Ti-1`` read new, ``Ti`` as its delta (appended files, or signed rows with their
-signs ignored: a retracted row touches its group as an inserted one does) and ``Ti+1..Tn``
-old — the delta rule of the grouped relation, which is linear, projected to its group keys.
+The touched keys are the union, over each reference ``Ti`` of a changed base table in the
+plan's key query (a table read twice counts twice, as TPC-H Q7's two ``nation``), of the key
+query with ``T1..Ti-1`` read new, ``Ti`` as its table's delta (appended files, or signed
+rows with their signs ignored: a retracted row touches its group as an inserted one does)
+and ``Ti+1..Tn`` old — the delta rule of the grouped relation, which is linear in each
+reference (the sum telescopes), projected to its group keys.
 The MV's rows with a touched key are dropped and the query over the new input, filtered to
 those keys, supplies their new rows; every other row is kept.
 """
@@ -18,7 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkmv.analysis.incremental import IvmAnalysis
-from sparkmv.analysis.query import parse_query, referenced_tables
+from sparkmv.analysis.query import bind_occurrences, parse_query, table_occurrences
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental.delta import (
     KEYS_INLINE,
@@ -52,14 +54,21 @@ def touched_keys(
     views = Views(rt)
     keyed = parse_query(analysis.keyed.key_sql)
     query = parse_query(analysis.augmented_sql)
-    read = set(referenced_tables(keyed))
+    qualified = {ObjectName.parse(t, allow_reserved=True): t for t in new}
+    occurrences = [qualified[name] for name in table_occurrences(keyed)]
     key_types = StructType([f for f in target.fields if f.name.lower() in analysis.keyed.keys])
     try:
         union: DataFrame | None = None
-        for i, changed in enumerate(sorted(new)):
-            if changed not in delta or ObjectName.parse(changed, allow_reserved=True) not in read:
+        for i, changed in enumerate(occurrences):
+            if changed not in delta:
                 continue
-            frame = project_to(normalize_for_iceberg(views.term(keyed, i, new, old, delta)), key_types)
+            bound: list[str | None] = [
+                views.view(t, "new", new[t]) if j < i else views.view(t, "old", old[t])
+                for j, t in enumerate(occurrences)
+            ]
+            bound[i] = views.view(changed, "delta", delta[changed])
+            term = rt.spark.sql(bind_occurrences(keyed, bound))
+            frame = project_to(normalize_for_iceberg(term), key_types)
             union = frame if union is None else union.unionByName(frame)
         signed = any(d.kind in SIGNED_KINDS for d in delta.values())
         yield Terms(None if union is None else union.distinct(), signed, lambda: views.over_new(query, new))

@@ -1,0 +1,118 @@
+"""Affected-key recomputation: which keyed queries it maintains, their key queries, and the
+exact reasons of those it refuses (issue 24)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkmv.analysis.incremental import analyze_incremental
+from sparkmv.analysis.keyed import KeyedPlan, inline_ctes, keyed_plan
+from sparkmv.analysis.query import parse_query
+
+# TPC-H Q7's shape: an aggregate over a subquery in FROM joining six tables.
+Q7 = (
+    "SELECT supp_nation, cust_nation, l_year, sum(volume) AS revenue FROM (SELECT n1.n_name AS supp_nation, "
+    "n2.n_name AS cust_nation, year(l_shipdate) AS l_year, l_extendedprice * (1 - l_discount) AS volume "
+    "FROM supplier, lineitem, orders, customer, nation n1, nation n2 WHERE s_suppkey = l_suppkey) AS shipping "
+    "GROUP BY supp_nation, cust_nation, l_year"
+)
+
+
+@pytest.mark.parametrize(
+    ("sql", "keys", "key_sql"),
+    [
+        (
+            "SELECT k, sum(x) / count(*) AS r FROM t WHERE y > 1 GROUP BY k HAVING count(*) > 2",
+            ("k",),
+            "SELECT k AS k FROM t WHERE y > 1",
+        ),
+        (
+            "SELECT t.a, u.b AS bb, count(DISTINCT t.c) AS n FROM t JOIN u ON t.id = u.id GROUP BY t.a, u.b",
+            ("a", "bb"),
+            "SELECT t.a AS a, u.b AS bb FROM t JOIN u ON t.id = u.id",
+        ),
+        ("SELECT DISTINCT a, b + 1 AS c FROM t", ("a", "c"), "SELECT a AS a, b + 1 AS c FROM t"),
+        (
+            "SELECT year(d) AS y, stddev(x) AS sd FROM t GROUP BY year(d)",
+            ("y",),
+            "SELECT YEAR(d) AS y FROM t",
+        ),
+        (
+            "WITH s AS (SELECT a, x FROM t WHERE x > 0) SELECT a, max(x) - min(x) AS spread FROM s GROUP BY 1",
+            ("a",),
+            "SELECT a AS a FROM (SELECT a, x FROM t WHERE x > 0) AS s",
+        ),
+    ],
+)
+def test_keyed_plan(sql: str, keys: tuple[str, ...], key_sql: str) -> None:
+    plan = keyed_plan(parse_query(sql))
+    assert isinstance(plan, KeyedPlan), plan
+    assert (plan.keys, plan.key_sql) == (keys, key_sql)
+
+
+def test_tpch_q7_shape_is_maintained_by_affected_key_recomputation() -> None:
+    a = analyze_incremental(parse_query(Q7))
+    assert a.maintainable and a.technique == "affected-key recomputation", a.reason
+    assert a.state_columns == () and a.augmented_sql == parse_query(Q7).sql("spark")
+    assert [(c.name, c.role) for c in a.columns] == [
+        ("supp_nation", "group"),
+        ("cust_nation", "group"),
+        ("l_year", "group"),
+        ("revenue", "value"),
+    ]
+    assert a.keyed is not None and a.keyed.key_sql.startswith(
+        "SELECT supp_nation AS supp_nation, cust_nation AS cust_nation, l_year AS l_year FROM (SELECT n1.n_name"
+    )
+
+
+def test_linear_aggregates_keep_the_delta_rules() -> None:
+    a = analyze_incremental(parse_query("SELECT k, sum(x) AS s FROM t GROUP BY k"))
+    assert (a.technique, a.keyed) == ("delta rules", None)
+
+
+WHY = "is not incrementally maintainable"
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        (
+            "SELECT k, count(*) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY k",
+            f"LEFT JOIN u {WHY}: outer joins are not maintained",
+        ),
+        (
+            "SELECT k, count(*) AS n FROM (SELECT k, sum(x) AS s FROM t GROUP BY k) g GROUP BY k",
+            f"GROUP BY k {WHY}: GROUP BY inside the grouped relation is not maintained",
+        ),
+        (
+            "SELECT k, count(*) AS n FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.a = t.a) GROUP BY k",
+            f"EXISTS(SELECT 1 FROM u WHERE u.a = t.a) {WHY}: subqueries are not maintained",
+        ),
+        (
+            "SELECT k, sum(x) AS s FROM t GROUP BY k HAVING sum(x) > (SELECT avg(x) FROM t)",
+            f"(SELECT avg(x) FROM t) {WHY}: subqueries are not maintained",
+        ),
+        (
+            "SELECT k, rank() OVER (ORDER BY k) AS r FROM t GROUP BY k",
+            f"rank() OVER (ORDER BY k) {WHY}: window functions are not maintained",
+        ),
+        ("SELECT k, sum(x) AS s FROM t GROUP BY k, y", f"y {WHY}: a GROUP BY key must be in the select list"),
+        ("SELECT DISTINCT k, rand() AS r FROM t", f"rand() {WHY}: non-deterministic function"),
+        (
+            "SELECT k, sum(x) AS s FROM t GROUP BY k ORDER BY s LIMIT 3",
+            f"LIMIT 3 {WHY}: the rows kept depend on the whole result",
+        ),
+        (
+            "WITH RECURSIVE r AS (SELECT 1 AS n) SELECT DISTINCT n FROM r",
+            f"WITH RECURSIVE r AS (SELECT 1 AS n) {WHY}: recursive CTEs are not maintained",
+        ),
+    ],
+)
+def test_refused_with_the_exact_reason(sql: str, reason: str) -> None:
+    assert analyze_incremental(parse_query(sql)).reason == reason
+
+
+def test_a_cte_read_twice_is_inlined_at_both_places() -> None:
+    q = inline_ctes(parse_query("WITH s AS (SELECT a FROM t) SELECT x.a FROM s x JOIN s y ON x.a = y.a"))
+    assert not isinstance(q, str)
+    assert q.sql() == "SELECT x.a FROM (SELECT a FROM t) AS x JOIN (SELECT a FROM t) AS y ON x.a = y.a"
