@@ -334,7 +334,7 @@ def _reasons(steps: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
     if not by_mv:
         return []
     lines = ["Why AUTO did not refresh incrementally (the INCREMENTAL candidate's reason):", ""]
-    for mv, reasons in by_mv.items():
+    for mv, reasons in sorted(by_mv.items(), key=lambda item: int(item[0].lstrip("q") or 0)):
         lines += [f"- {mv} ({', '.join(where)}): {why}" for why, where in reasons.items()]
     return [*lines, ""]
 
