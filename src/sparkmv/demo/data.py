@@ -66,6 +66,40 @@ def generate_raw(raw: Path, scale_factor: float) -> None:
     )
 
 
+def generate_tables(out: Path, scale_factor: float, tables: tuple[str, ...]) -> dict[str, Path]:
+    """Run ``tpchgen-cli parquet --parts 1`` for ``tables`` (TPC-H table names) into ``out``:
+    one directory per table holding one Parquet file (``out/lineitem/lineitem.1.parquet``),
+    usable as a ``LOCATION``. Tables already there are kept (the generator skips them).
+
+    Returns:
+        table name -> its directory.
+
+    Raises:
+        SourceError: tpchgen-cli is not installed.
+        subprocess.CalledProcessError: the generator failed.
+    """
+    out.mkdir(parents=True, exist_ok=True)
+    missing = [t for t in tables if not (out / t / f"{t}.1.parquet").exists()]
+    if missing:
+        subprocess.run(
+            [
+                _tpchgen(),
+                "parquet",
+                "-s",
+                str(scale_factor),
+                "--parts",
+                "1",
+                "--tables",
+                ",".join(missing),
+                "-o",
+                str(out),
+            ],
+            check=True,
+            capture_output=True,
+        )
+    return {t: out / t for t in tables}
+
+
 def prepare(spark: SparkSession, data_dir: Path, scale_factor: float) -> TpchLayout:
     """Generate (if needed) and partition TPC-H at ``scale_factor`` under ``data_dir``.
 

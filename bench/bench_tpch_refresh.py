@@ -1,0 +1,366 @@
+"""TPC-H's 22 queries kept fresh through RF1 and RF2 (issue 24); not a test.
+
+The eight TPC-H tables at ``--sf`` (``tpchgen-cli``, cached under ``--data``) are written by
+pyiceberg, as an outside writer would, into an external Iceberg SQL catalog (SQLite) in a
+temp directory: ``lake.tpch.lineitem`` partitioned by ``month(l_shipdate)``,
+``lake.tpch.orders`` by ``month(o_orderdate)``, the other six unpartitioned. sparkmv reads
+it as the external catalog ``lake``. One warm process, one SparkSession ``local[2]``:
+
+1. each query of :data:`sparkmv.demo.tpch_queries.TPCH_QUERIES` becomes an MV ``q1`` ..
+   ``q22`` (``refresh_mode`` AUTO, the default; unpartitioned), built by its CREATE (FULL);
+2. RF1: 0.1 % new orders (copies of random orders with new keys above the largest) and
+   their lineitem rows, appended by pyiceberg to ``orders`` and ``lineitem``;
+3. RF2: 0.1 % of the original orders and their lineitem rows deleted by pyiceberg
+   (copy-on-write ``Table.delete``).
+
+After each step every MV is refreshed (AUTO: the technique it chose is the run's mode, from
+its ``task_runs`` row; SKIP when nothing it reads changed), compared with its query computed
+by DuckDB (:mod:`sparkmv.demo.oracle`), then refreshed again with ``FORCE`` (a FULL
+recompute of the same MV over the same snapshots: the yardstick). The FULL run follows the
+AUTO one, so it finds the files in the page cache: the comparison leans towards FULL.
+
+Usage: ``nice -n 10 .venv/bin/python bench/bench_tpch_refresh.py [--sf 1] [--data data/tpch]
+[--no-write]``; prints the report and appends it under "## TPC-H's 22 queries kept fresh
+through RF1 and RF2 (issue 24)" in ``bench/RESULTS.md``. Exit status 1 when an MV differs
+from DuckDB's result or a refresh failed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import platform
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from results import timed, write_results  # noqa: E402 (bench/ is put on the path above)
+
+SECTION = "## TPC-H's 22 queries kept fresh through RF1 and RF2 (issue 24)"
+SHARE = 0.001
+"""RF1 adds and RF2 deletes this share of ``orders`` (TPC-H: SF * 1,500 orders)."""
+MONTHLY = {"lineitem": "l_shipdate", "orders": "o_orderdate"}
+BATCH_ROWS = 2_000_000
+KEPT = ("INCREMENTAL", "PCT", "SKIP")
+"""Techniques that are not a full recompute."""
+
+
+def _arrow(directory: Path) -> Any:
+    """The Parquet files of ``directory`` as one Arrow table: string_view columns as strings
+    (pyiceberg's partitioned writer filters them), every field nullable, no field ids."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    data = pq.read_table(directory)
+    fields = [pa.field(f.name, pa.string() if pa.types.is_string_view(f.type) else f.type) for f in data.schema]
+    return data.cast(pa.schema(fields))
+
+
+def make_lake(uri: str, warehouse: Path, raw: dict[str, Path]) -> tuple[Any, dict[str, int], float]:
+    """Create ``tpch.<table>`` in the pyiceberg SQL catalog at ``uri`` and append each
+    generated table (``lineitem`` / ``orders`` by month of their date, sorted by it, in
+    batches of :data:`BATCH_ROWS`); returns (the catalog, row counts, seconds)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+    from pyiceberg.transforms import MonthTransform
+
+    started = time.perf_counter()
+    warehouse.mkdir(parents=True, exist_ok=True)
+    cat = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
+    cat.create_namespace_if_not_exists("tpch")
+    counts = {}
+    for name, directory in raw.items():
+        rows = _arrow(directory)
+        table = cat.create_table(("tpch", name), schema=rows.schema)
+        if name in MONTHLY:
+            with table.update_spec() as spec:
+                spec.add_field(MONTHLY[name], MonthTransform(), f"{MONTHLY[name]}_month")
+            rows = rows.sort_by(MONTHLY[name])
+        for start in range(0, max(rows.num_rows, 1), BATCH_ROWS):
+            table.append(rows.slice(start, BATCH_ROWS))
+        counts[name] = rows.num_rows
+    return cat, counts, time.perf_counter() - started
+
+
+def _keys(cat: Any) -> list[int]:
+    orders = cat.load_table(("tpch", "orders")).scan(selected_fields=("o_orderkey",)).to_arrow()
+    return sorted(orders.column("o_orderkey").to_pylist())
+
+
+def rf1(cat: Any, rnd: random.Random) -> str:
+    """New orders: copies of :data:`SHARE` of the orders, and their lineitem rows, under new
+    keys above the largest; appended (one pyiceberg append per table)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import In
+
+    keys = _keys(cat)
+    picked = rnd.sample(keys, max(1, round(len(keys) * SHARE)))
+    new_keys = pa.array(range(keys[-1] + 1, keys[-1] + 1 + len(picked)), pa.int64())
+    added = 0
+    for name, column in (("orders", "o_orderkey"), ("lineitem", "l_orderkey")):
+        table = cat.load_table(("tpch", name))
+        rows = table.scan(row_filter=In(column, picked)).to_arrow()
+        index = rows.schema.get_field_index(column)
+        mapped = pc.take(new_keys, pc.index_in(rows.column(column), value_set=pa.array(picked, pa.int64())))
+        rows = rows.set_column(index, rows.schema.field(index), mapped)
+        table.append(rows)
+        added += rows.num_rows
+    return f"RF1: {len(picked):,} new orders with their lineitem rows ({added:,} rows appended)"
+
+
+def rf2(cat: Any, rnd: random.Random, original_max: int) -> str:
+    """Delete :data:`SHARE` of the original orders (keys up to ``original_max``) and their
+    lineitem rows (pyiceberg copy-on-write deletes)."""
+    from pyiceberg.expressions import In
+
+    keys = [k for k in _keys(cat) if k <= original_max]
+    picked = rnd.sample(keys, max(1, round(len(keys) * SHARE)))
+    cat.load_table(("tpch", "orders")).delete(In("o_orderkey", picked))
+    cat.load_table(("tpch", "lineitem")).delete(In("l_orderkey", picked))
+    return f"RF2: {len(picked):,} orders and their lineitem rows deleted (copy-on-write)"
+
+
+def _technique(run: Any) -> str:
+    if run.state == "SKIPPED":
+        return "SKIP"
+    return str(run.mode) if run.state == "SUCCESS" else f"{run.state} ({run.mode})"
+
+
+def _why_not_incremental(run: Any) -> str:
+    """Why an AUTO run did not refresh incrementally ('' when it did or skipped): the
+    INCREMENTAL candidate's reason (with its estimate against the chosen one's when it was
+    eligible but dearer), shortened by :func:`_short`."""
+    if run.mode == "INCREMENTAL" or run.state == "SKIPPED":
+        return ""
+    chosen = next((c for c in run.candidates if c["chosen"]), None)
+    for c in run.candidates:
+        if c["mode"] == "INCREMENTAL" and c["eligible"] and chosen is not None:
+            return _short(
+                f"eligible but dearer (estimate {_mib(c['estimate_bytes'])} vs {chosen['mode']} "
+                f"{_mib(chosen['estimate_bytes'])}): {c['reason']}"
+            )
+        if c["mode"] == "INCREMENTAL":
+            return _short(str(c["reason"]))
+    return _short(str(run.reason or run.error or ""))
+
+
+def _mib(size: int | None) -> str:
+    return "-" if size is None else f"{size / 2**20:.1f} MiB"
+
+
+def _short(reason: str, width: int = 90) -> str:
+    """``reason`` with a long SQL construct before "is not incrementally maintainable" cut
+    to ``width`` characters, and the whole cut to 400."""
+    marker = " is not incrementally maintainable: "
+    if marker in reason:
+        construct, why = reason.split(marker, 1)
+        if len(construct) > width:
+            construct = construct[:width] + "…"
+        reason = f"`{construct}`{marker}{why}"
+    return reason if len(reason) <= 400 else reason[:400] + "…"
+
+
+def _check(client: Any, mv: str, query: str) -> tuple[bool, int]:
+    """(MV equal to ``query`` computed by DuckDB, the MV's rows); a difference is printed."""
+    from sparkmv.demo.oracle import compare_mv
+    from sparkmv.errors import SparkMvError
+
+    try:
+        cmp = compare_mv(client, mv, query)
+    except SparkMvError as exc:
+        print(f"  {mv}: the oracle failed: {exc}", flush=True)
+        return False, -1
+    if not cmp.ok:
+        print(f"  {mv} differs from DuckDB:\n{cmp.describe()}", flush=True)
+    return cmp.ok, cmp.rows
+
+
+def create_all(client: Any, queries: dict[str, str]) -> list[dict[str, Any]]:
+    """Create every MV (its first build is a FULL refresh) and check it."""
+    out = []
+    for mv, query in queries.items():
+        result, seconds = timed(lambda mv=mv, query=query: client.execute(f"CREATE MATERIALIZED VIEW {mv} AS {query}"))
+        run = result.run
+        ok, rows = _check(client, mv, query) if run is not None and run.state == "SUCCESS" else (False, 0)
+        state = "SUCCESS" if run is None else run.state
+        print(f"  create {mv}: {state} {seconds:.2f} s, {rows} rows, exact {ok}", flush=True)
+        if run is not None and run.error:
+            print(f"    error: {run.error}", flush=True)
+        out.append({"mv": mv, "seconds": seconds, "rows": rows, "exact": ok, "state": state})
+    return out
+
+
+def refresh_all(client: Any, queries: dict[str, str]) -> list[dict[str, Any]]:
+    """Refresh every MV (AUTO), check it against DuckDB, then refresh it FULL (FORCE)."""
+    out = []
+    for mv, query in queries.items():
+        run, seconds = timed(lambda mv=mv: client.refresh(mv))
+        ok, rows = _check(client, mv, query)
+        full, full_seconds = timed(lambda mv=mv: client.refresh(mv, force=True))
+        figures = {
+            "mv": mv,
+            "technique": _technique(run),
+            "seconds": seconds,
+            "rows": rows,
+            "written": run.rows_written,
+            "exact": ok and run.state in ("SUCCESS", "SKIPPED"),
+            "full_seconds": full_seconds,
+            "full_ok": (full.state, full.mode) == ("SUCCESS", "FULL"),
+            "why": _why_not_incremental(run),
+        }
+        print(
+            f"  {mv}: {figures['technique']} {seconds:.2f} s, {rows} rows, exact {ok}; FULL {full_seconds:.2f} s "
+            f"({full.state} {full.mode}); load {os.getloadavg()[0]:.1f}"
+            + (f"\n    not incremental: {figures['why']}" if figures["why"] else ""),
+            flush=True,
+        )
+        out.append(figures)
+    return out
+
+
+def run(sf: float, data: Path, work: Path) -> dict[str, Any]:
+    """Run the benchmark in ``work`` (a fresh directory); returns the figures."""
+    from sparkmv.client.client import Client
+    from sparkmv.demo.data import generate_tables
+    from sparkmv.demo.tpch_queries import TPCH_QUERIES, TPCH_TABLES, qualified
+    from sparkmv.storage.spark import get_spark
+
+    raw = generate_tables(data / f"sf{sf:g}" / "tables", sf, TPCH_TABLES)
+    uri, warehouse = f"sqlite:///{work}/lake.db", work / "lakewh"
+    cat, counts, write_s = make_lake(uri, warehouse, raw)
+    spark = get_spark("local[2]", {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    client = Client(home=work / "home", spark=spark)
+    figures: dict[str, Any] = {"sf": sf, "rows": counts, "write_s": write_s, "load_before": os.getloadavg()}
+    try:
+        client.execute(
+            'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
+            f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
+        )
+        queries = {mv: qualified(q, "lake.tpch") for mv, q in TPCH_QUERIES.items()}
+        print(f"TPC-H SF {sf:g} in the lake ({write_s:.0f} s); creating the MVs", flush=True)
+        figures["create"] = create_all(client, queries)
+        created = {c["mv"] for c in figures["create"] if c["state"] == "SUCCESS"}
+        queries = {mv: q for mv, q in queries.items() if mv in created}
+        rnd, original_max = random.Random(24), _keys(cat)[-1]
+        figures["steps"] = []
+        for step in (lambda: rf1(cat, rnd), lambda: rf2(cat, rnd, original_max)):
+            what = step()
+            print(what, flush=True)
+            figures["steps"].append((what, refresh_all(client, queries)))
+    finally:
+        client.close()
+    figures["load_after"] = os.getloadavg()
+    figures["data_bytes"] = sum(f.stat().st_size for f in warehouse.rglob("*.parquet"))
+    return figures
+
+
+def _step_table(what: str, rows: list[dict[str, Any]]) -> list[str]:
+    lines = [
+        f"**{what}**",
+        "",
+        "| query | technique (AUTO) | seconds | MV rows | FULL seconds | FULL / AUTO | exact |",
+        "|---|---|---:|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        ratio = r["full_seconds"] / max(r["seconds"], 1e-9)
+        full = f"{r['full_seconds']:.2f}" + ("" if r["full_ok"] else " (not FULL!)")
+        lines.append(
+            f"| {r['mv']} | {r['technique']} | {r['seconds']:.2f} | {r['rows']:,} | {full} | {ratio:.2f}x | "
+            f"{'yes' if r['exact'] else '**NO**'} |"
+        )
+    kept = [r for r in rows if r["technique"] in KEPT]
+    counts = {t: sum(r["technique"] == t for r in rows) for t in KEPT}
+    auto_s, full_s = sum(r["seconds"] for r in rows), sum(r["full_seconds"] for r in rows)
+    slower = [r["mv"] for r in rows if r["seconds"] > 1.1 * r["full_seconds"]]
+    lines += [
+        "",
+        f"Without full recompute (INCREMENTAL, PCT or SKIP): **{len(kept)} of {len(rows)}** "
+        f"({', '.join(f'{t} {n}' for t, n in counts.items())}). Sum of AUTO refreshes "
+        f"**{auto_s:.1f} s** vs sum of FULL **{full_s:.1f} s** ({full_s / max(auto_s, 1e-9):.2f}x). "
+        f"More than 10 % slower than their FULL: {len(slower)} ({', '.join(slower) or 'none'}). "
+        f"Exact: {sum(r['exact'] for r in rows)} of {len(rows)}.",
+        "",
+    ]
+    return lines
+
+
+def report(figures: dict[str, Any]) -> str:
+    """The RESULTS.md entry for ``figures``."""
+    sf = figures["sf"]
+    rows = ", ".join(f"{k} {v:,}" for k, v in figures["rows"].items())
+    before, after = figures["load_before"], figures["load_after"]
+    creates = figures["create"]
+    lines = [
+        f"### {dt.date.today().isoformat()}: `bench/bench_tpch_refresh.py --sf {sf:g}`",
+        "",
+        f"Machine: nproc {os.cpu_count()} ({platform.system()} {platform.machine()}), shared with other helpers' "
+        f"Spark and test runs; load average (1/5/15 min) {before[0]:.1f}/{before[1]:.1f}/{before[2]:.1f} before, "
+        f"{after[0]:.1f}/{after[1]:.1f}/{after[2]:.1f} after. Spark `local[2]`, `spark.sql.shuffle.partitions = 2`, "
+        f"one process. Data: TPC-H SF {sf:g} by tpchgen-cli in an external pyiceberg SQL catalog ({rows}; "
+        f"`lineitem` by `month(l_shipdate)`, `orders` by `month(o_orderdate)`; "
+        f"{figures['data_bytes'] / 1e6:.0f} MB of Parquet, written in {figures['write_s']:.0f} s). 22 MVs, "
+        "AUTO, unpartitioned. Each step is followed by an AUTO refresh of every MV (timed), DuckDB's check, "
+        "then `REFRESH ... FORCE` (FULL, timed; it runs second, on a warm page cache).",
+        "",
+        f"Creates (first build, FULL): {sum(c['seconds'] for c in creates):.1f} s in all; "
+        f"{sum(c['state'] == 'SUCCESS' for c in creates)} of {len(creates)} built, "
+        f"{sum(c['exact'] for c in creates)} exact"
+        + "".join(f"; {c['mv']} {c['state']}" for c in creates if c["state"] != "SUCCESS")
+        + ".",
+        "",
+    ]
+    for what, step in figures["steps"]:
+        lines += _step_table(what, step)
+    return "\n".join(lines + _reasons(figures["steps"]))
+
+
+def _reasons(steps: list[tuple[str, list[dict[str, Any]]]]) -> list[str]:
+    """The list of why each MV was not refreshed incrementally, per step (one line when the
+    steps agree)."""
+    by_mv: dict[str, dict[str, list[str]]] = {}
+    for what, step in steps:
+        for r in step:
+            if r["why"]:
+                by_mv.setdefault(r["mv"], {}).setdefault(r["why"], []).append(what.split(":")[0])
+    if not by_mv:
+        return []
+    lines = ["Why AUTO did not refresh incrementally (the INCREMENTAL candidate's reason):", ""]
+    for mv, reasons in sorted(by_mv.items(), key=lambda item: int(item[0].lstrip("q") or 0)):
+        lines += [f"- {mv} ({', '.join(where)}): {why}" for why, where in reasons.items()]
+    return [*lines, ""]
+
+
+def ok(figures: dict[str, Any]) -> bool:
+    """Every MV built, every check exact, every FULL a FULL."""
+    creates = figures["create"]
+    steps = [r for _, step in figures["steps"] for r in step]
+    return all(c["exact"] for c in creates) and all(r["exact"] and r["full_ok"] for r in steps)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark, print the report and (unless ``--no-write``) record it."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (0.01, 0.1, 1, ...)")
+    parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch", help="generated tables are cached here")
+    parser.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
+    args = parser.parse_args(argv)
+    with tempfile.TemporaryDirectory(prefix="sparkmv-bench-tpch-refresh-") as tmp:
+        figures = run(args.sf, args.data.resolve(), Path(tmp))
+    entry = report(figures)
+    print(entry)
+    if not args.no_write:
+        write_results(entry, SECTION)
+    return 0 if ok(figures) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
