@@ -198,13 +198,49 @@ def create_all(client: Any, queries: dict[str, str]) -> list[dict[str, Any]]:
     return out
 
 
-def refresh_all(client: Any, queries: dict[str, str]) -> list[dict[str, Any]]:
-    """Refresh every MV (AUTO), check it against DuckDB, then refresh it FULL (FORCE)."""
+def create_twins(client: Any, queries: dict[str, str]) -> set[str]:
+    """For each query incremental refresh can maintain, a twin MV ``<mv>_inc`` with
+    ``refresh_mode = 'INCREMENTAL'`` (strict: never falls back), so each step also measures
+    INCREMENTAL forced; returns the MVs with a twin."""
+    from sparkmv.analysis.incremental import analyze_incremental
+    from sparkmv.analysis.query import parse_query
+
+    twins = set()
+    for mv, query in queries.items():
+        if analyze_incremental(parse_query(query)).maintainable:
+            client.execute(f"CREATE MATERIALIZED VIEW {mv}_inc PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+            twins.add(mv)
+    return twins
+
+
+def _forced_incremental(client: Any, mv: str, query: str, twins: set[str]) -> tuple[float | None, bool]:
+    """Seconds of the twin's strict INCREMENTAL refresh (None without a twin) and whether it
+    ended SUCCESS (or SKIPPED) with its rows equal to DuckDB's."""
+    if mv not in twins:
+        return None, True
+    run, seconds = timed(lambda: client.refresh(f"{mv}_inc"))
+    exact, _rows = _check(client, f"{mv}_inc", query)
+    return seconds, exact and run.state in ("SUCCESS", "SKIPPED")
+
+
+def _auto_right(technique: str, inc: float | None, full: float) -> bool:
+    """AUTO was right when it chose the faster of INCREMENTAL and FULL as measured forced
+    (within 10 %), or skipped an MV whose inputs did not change."""
+    if technique == "SKIP" or inc is None:
+        return technique != "INCREMENTAL"
+    faster = "INCREMENTAL" if inc < full else "FULL"
+    return technique == faster or abs(inc - full) <= 0.1 * min(inc, full) or (technique == "PCT" and full <= inc)
+
+
+def refresh_all(client: Any, queries: dict[str, str], twins: set[str] | None = None) -> list[dict[str, Any]]:
+    """Refresh every MV (AUTO), check it against DuckDB, then refresh it FULL (FORCE), and
+    its INCREMENTAL twin when it has one."""
     out = []
     for mv, query in queries.items():
         run, seconds = timed(lambda mv=mv: client.refresh(mv))
         ok, rows = _check(client, mv, query)
         full, full_seconds = timed(lambda mv=mv: client.refresh(mv, force=True))
+        inc_seconds, inc_ok = _forced_incremental(client, mv, query, twins or set())
         figures = {
             "mv": mv,
             "technique": _technique(run),
@@ -214,11 +250,15 @@ def refresh_all(client: Any, queries: dict[str, str]) -> list[dict[str, Any]]:
             "exact": ok and run.state in ("SUCCESS", "SKIPPED"),
             "full_seconds": full_seconds,
             "full_ok": (full.state, full.mode) == ("SUCCESS", "FULL"),
+            "inc_seconds": inc_seconds,
+            "inc_ok": inc_ok,
+            "auto_right": _auto_right(_technique(run), inc_seconds, full_seconds),
             "why": _why_not_incremental(run),
         }
         print(
             f"  {mv}: {figures['technique']} {seconds:.2f} s, {rows} rows, exact {ok}; FULL {full_seconds:.2f} s "
-            f"({full.state} {full.mode}); load {os.getloadavg()[0]:.1f}"
+            f"({full.state} {full.mode}); INCREMENTAL forced "
+            f"{'-' if inc_seconds is None else f'{inc_seconds:.2f} s (exact {inc_ok})'}; load {os.getloadavg()[0]:.1f}"
             + (f"\n    not incremental: {figures['why']}" if figures["why"] else ""),
             flush=True,
         )
@@ -250,12 +290,13 @@ def run(sf: float, data: Path, work: Path) -> dict[str, Any]:
         figures["create"] = create_all(client, queries)
         created = {c["mv"] for c in figures["create"] if c["state"] == "SUCCESS"}
         queries = {mv: q for mv, q in queries.items() if mv in created}
+        twins = create_twins(client, queries)
         rnd, original_max = random.Random(24), _keys(cat)[-1]
         figures["steps"] = []
         for step in (lambda: rf1(cat, rnd), lambda: rf2(cat, rnd, original_max)):
             what = step()
             print(what, flush=True)
-            figures["steps"].append((what, refresh_all(client, queries)))
+            figures["steps"].append((what, refresh_all(client, queries, twins)))
     finally:
         client.close()
     figures["load_after"] = os.getloadavg()
@@ -267,15 +308,18 @@ def _step_table(what: str, rows: list[dict[str, Any]]) -> list[str]:
     lines = [
         f"**{what}**",
         "",
-        "| query | technique (AUTO) | seconds | MV rows | FULL seconds | FULL / AUTO | exact |",
-        "|---|---|---:|---:|---:|---:|---|",
+        "| query | technique (AUTO) | seconds | MV rows | FULL seconds | FULL / AUTO | INCREMENTAL forced seconds "
+        "| AUTO right | exact |",
+        "|---|---|---:|---:|---:|---:|---:|---|---|",
     ]
     for r in rows:
         ratio = r["full_seconds"] / max(r["seconds"], 1e-9)
         full = f"{r['full_seconds']:.2f}" + ("" if r["full_ok"] else " (not FULL!)")
+        inc = "-" if r.get("inc_seconds") is None else f"{r['inc_seconds']:.2f}"
+        exact = r["exact"] and r.get("inc_ok", True)
         lines.append(
-            f"| {r['mv']} | {r['technique']} | {r['seconds']:.2f} | {r['rows']:,} | {full} | {ratio:.2f}x | "
-            f"{'yes' if r['exact'] else '**NO**'} |"
+            f"| {r['mv']} | {r['technique']} | {r['seconds']:.2f} | {r['rows']:,} | {full} | {ratio:.2f}x | {inc} | "
+            f"{'yes' if r.get('auto_right') else 'no'} | {'yes' if exact else '**NO**'} |"
         )
     kept = [r for r in rows if r["technique"] in KEPT]
     counts = {t: sum(r["technique"] == t for r in rows) for t in KEPT}
@@ -287,7 +331,8 @@ def _step_table(what: str, rows: list[dict[str, Any]]) -> list[str]:
         f"({', '.join(f'{t} {n}' for t, n in counts.items())}). Sum of AUTO refreshes "
         f"**{auto_s:.1f} s** vs sum of FULL **{full_s:.1f} s** ({full_s / max(auto_s, 1e-9):.2f}x). "
         f"More than 10 % slower than their FULL: {len(slower)} ({', '.join(slower) or 'none'}). "
-        f"Exact: {sum(r['exact'] for r in rows)} of {len(rows)}.",
+        f"Exact: {sum(r['exact'] and r.get('inc_ok', True) for r in rows)} of {len(rows)}. AUTO chose the faster "
+        f"technique (as measured forced) for {sum(bool(r.get('auto_right')) for r in rows)} of {len(rows)}.",
         "",
     ]
     return lines
@@ -343,7 +388,8 @@ def ok(figures: dict[str, Any]) -> bool:
     """Every MV built, every check exact, every FULL a FULL."""
     creates = figures["create"]
     steps = [r for _, step in figures["steps"] for r in step]
-    return all(c["exact"] for c in creates) and all(r["exact"] and r["full_ok"] for r in steps)
+    checked = all(r["exact"] and r["full_ok"] and r.get("inc_ok", True) for r in steps)
+    return checked and all(c["exact"] for c in creates)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,8 +64,23 @@ def spark_to_arrow(schema: StructType) -> pa.Schema:
 def arrow_to_spark(schema: pa.Schema) -> StructType:
     """Spark schema of an Arrow schema; a timestamp without time zone (Iceberg
     ``timestamp``) is Spark's ``TIMESTAMP_NTZ``, one with a zone (``timestamptz``) Spark's
-    ``TIMESTAMP``."""
-    return from_arrow_schema(schema, prefer_timestamp_ntz=True)
+    ``TIMESTAMP``. Arrow's view and large string and binary types (tpchgen-cli and
+    delta-rs write ``string_view``) are Spark's ``STRING`` and ``BINARY``.
+
+    >>> arrow_to_spark(pa.schema([("s", pa.string_view()), ("b", pa.large_binary())])).simpleString()
+    'struct<s:string,b:binary>'
+    """
+    plain = pa.schema([f.with_type(_plain_type(f.type)) for f in schema], metadata=schema.metadata)
+    return from_arrow_schema(plain, prefer_timestamp_ntz=True)
+
+
+def _plain_type(kind: pa.DataType) -> pa.DataType:
+    """``kind`` with view and large string / binary types made plain (what PySpark maps)."""
+    if pa.types.is_string_view(kind) or pa.types.is_large_string(kind):
+        return pa.string()
+    if pa.types.is_binary_view(kind) or pa.types.is_large_binary(kind):
+        return pa.binary()
+    return kind
 
 
 def schema_to_json(schema: StructType) -> str:
