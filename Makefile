@@ -32,11 +32,13 @@ demo: install
 	SPARKMV_HOME=.sparkmv-demo $(BIN)/sparkmv demo --scale-factor $${SF:-1} --data data/tpch
 
 test: install lint-imports
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -m "not long"
 
-# The differential suite against DuckDB with ten times the hypothesis examples.
+# The differential suite against DuckDB with ten times the hypothesis examples, and the
+# tests marked `long` (left out of `make test` for time).
 test-slow: install
 	SPARKMV_DIFF_PROFILE=slow $(BIN)/python -m pytest -q -p no:cacheprovider tests/differential
+	$(BIN)/python -m pytest -q -p no:cacheprovider -m long
 
 # The mutation score of the pure logic ([tool.mutmut] in pyproject.toml; not part of `test`):
 # two workers so the machine stays usable; MUTANTS='sparkmv.analysis*' narrows the run.

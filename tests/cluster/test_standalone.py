@@ -17,6 +17,7 @@ from tests.refresh.procs import FAST_LEASE, QUERY, create_mv, object_row, read_l
 pytestmark = [pytest.mark.cluster, pytest.mark.spark, pytest.mark.slow]
 
 
+@pytest.mark.long  # `make test-slow`: the cluster's refresh and recovery stay in `make test` below
 def test_demo_mvs_refreshed_on_the_cluster_equal_their_queries(
     cluster_target: SparkTarget, tpch: TpchLayout, tmp_path: Path
 ) -> None:

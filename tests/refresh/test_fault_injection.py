@@ -99,7 +99,15 @@ def test_crash_at_each_point_then_recover(make_client: Any, tmp_path: Path, case
         _check(case, client, run_id, before_crash, True, jobs_before)
 
 
-@pytest.mark.parametrize("case", KINDS, ids=KIND_IDS)
+# The reload case runs in `make test-slow` (marker `long`): each kind's crash points are in
+# test_crash_at_each_point_then_recover; this one adds the second crash, shared code.
+@pytest.mark.parametrize(
+    "case",
+    [
+        pytest.param(c, id=i, marks=[pytest.mark.long] if i == "reload" else [])
+        for c, i in zip(KINDS, KIND_IDS, strict=True)
+    ],
+)
 def test_crash_after_staged_then_crash_during_cleanup(make_client: Any, tmp_path: Path, case: JobKindCase) -> None:
     """Die after chunk 1 is staged; recover with ``sparkmv recover`` in a process that dies
     during cleanup; a later ``recover`` removes the orphan staging the cleanup left."""
