@@ -203,3 +203,21 @@ def output_name(item: exp.Expr) -> str:
     if isinstance(item, exp.Count) and isinstance(item.this, exp.Star):
         return "count(1)"
     return item.sql(dialect=DIALECT, normalize_functions="lower").lower()
+
+
+def inner_join_sources(select: exp.Select) -> tuple[list[exp.Expr], str | None]:
+    """The sources of one SELECT's FROM and joins, or the reason of its first outer, semi or
+    anti join or LATERAL VIEW (delta rules and affected-key recomputation alike maintain
+    inner joins only)."""
+    from_ = select.args.get("from_")
+    sources = [from_.this] if from_ is not None else []
+    for join in select.args.get("joins") or []:
+        if join.side or join.kind in ("SEMI", "ANTI", "OUTER"):
+            bare = join.copy()
+            bare.set("on", None)
+            bare.set("using", None)
+            return [], not_maintainable(bare.sql(dialect=DIALECT, normalize_functions="lower").strip(), WHY_OUTER)
+        sources.append(join.this)
+    for lateral in select.args.get("laterals") or []:
+        return [], not_maintainable(lateral, "LATERAL VIEW is not maintained")
+    return sources, None

@@ -34,10 +34,10 @@ from sqlglot import exp
 
 from sparkmv.analysis.constructs import (
     WHY_AGG_EXPR,
-    WHY_OUTER,
     WHY_WINDOW,
     aggregate_role,
     group_keys,
+    inner_join_sources,
     is_aggregate,
     modifier_problem,
     node_problem,
@@ -250,15 +250,9 @@ def _select_problem(select: exp.Select) -> str | None:
 
 def _from_problem(select: exp.Select) -> str | None:
     """The sources of one SELECT: base tables read once each, joined by inner joins."""
-    from_ = select.args.get("from_")
-    sources = [from_.this] if from_ is not None else []
-    for join in select.args.get("joins") or []:
-        if join.side or join.kind in ("SEMI", "ANTI", "OUTER"):
-            bare = join.copy()
-            bare.set("on", None)
-            bare.set("using", None)
-            return not_maintainable(bare.sql(dialect=DIALECT, normalize_functions="lower").strip(), WHY_OUTER)
-        sources.append(join.this)
+    sources, problem = inner_join_sources(select)
+    if problem:
+        return problem
     seen = set()
     for source in sources:
         problem = source_problem(source)
@@ -270,8 +264,6 @@ def _from_problem(select: exp.Select) -> str | None:
             bare.set("alias", None)
             return not_maintainable(bare, "a base table read twice is not maintained")
         seen.add(name)
-    for lateral in select.args.get("laterals") or []:
-        return not_maintainable(lateral, "LATERAL VIEW is not maintained")
     return None
 
 

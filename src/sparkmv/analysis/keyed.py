@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from sqlglot import exp
 
 from sparkmv.analysis.constructs import (
-    WHY_OUTER,
     WHY_WINDOW,
     group_keys,
+    inner_join_sources,
     is_aggregate,
     modifier_problem,
     node_problem,
@@ -188,17 +188,9 @@ def _relation_problem(select: exp.Select) -> str | None:
     only base tables and linear derived tables, joined by inner joins, with deterministic
     filters. A base table may be read more than once (each reference is its own input of
     the delta rule)."""
-    from_ = select.args.get("from_")
-    sources = [from_.this] if from_ is not None else []
-    for join in select.args.get("joins") or []:
-        if join.side or join.kind in ("SEMI", "ANTI", "OUTER"):
-            bare = join.copy()
-            bare.set("on", None)
-            bare.set("using", None)
-            return not_maintainable(bare.sql(dialect=DIALECT, normalize_functions="lower").strip(), WHY_OUTER)
-        sources.append(join.this)
-    for lateral in select.args.get("laterals") or []:
-        return not_maintainable(lateral, "LATERAL VIEW is not maintained")
+    sources, problem = inner_join_sources(select)
+    if problem:
+        return problem
     conditions = [join.args.get("on") for join in select.args.get("joins") or []]
     problem = _expressions_problem([*conditions, select.args.get("where")], aggregates_allowed=False)
     for source in sources:
