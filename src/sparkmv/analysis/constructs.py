@@ -221,3 +221,13 @@ def inner_join_sources(select: exp.Select) -> tuple[list[exp.Expr], str | None]:
     for lateral in select.args.get("laterals") or []:
         return [], not_maintainable(lateral, "LATERAL VIEW is not maintained")
     return sources, None
+
+
+def grouping_sets(group: exp.Expr | None) -> bool:
+    """True when a GROUP BY clause has grouping sets, ROLLUP, CUBE or totals (neither
+    technique maintains them)."""
+    sets = (exp.Rollup, exp.Cube, exp.GroupingSets)
+    return group is not None and (
+        any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals"))
+        or any(isinstance(key, sets) for key in group.expressions)
+    )

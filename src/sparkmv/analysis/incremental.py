@@ -37,6 +37,7 @@ from sparkmv.analysis.constructs import (
     WHY_WINDOW,
     aggregate_role,
     group_keys,
+    grouping_sets,
     inner_join_sources,
     is_aggregate,
     modifier_problem,
@@ -239,11 +240,7 @@ def _select_problem(select: exp.Select) -> str | None:
     if select.args.get("qualify") is not None:
         return not_maintainable(select.args["qualify"], WHY_WINDOW)
     group = select.args.get("group")
-    sets = (exp.Rollup, exp.Cube, exp.GroupingSets)
-    if group is not None and (
-        any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals"))
-        or any(isinstance(key, sets) for key in group.expressions)
-    ):
+    if grouping_sets(group):
         return not_maintainable(group, "grouping sets, ROLLUP and CUBE are not maintained")
     return None
 

@@ -34,6 +34,7 @@ from sqlglot import exp
 from sparkmv.analysis.constructs import (
     WHY_WINDOW,
     group_keys,
+    grouping_sets,
     inner_join_sources,
     is_aggregate,
     modifier_problem,
@@ -160,11 +161,7 @@ def _top_problem(select: exp.Select) -> str | None:
     if distinct is not None and distinct.args.get("on") is not None:
         return not_maintainable(distinct, "DISTINCT ON keeps one row per key in an order")
     group = select.args.get("group")
-    sets = (exp.Rollup, exp.Cube, exp.GroupingSets)
-    if group is not None and (
-        any(group.args.get(k) for k in ("grouping_sets", "rollup", "cube", "totals"))
-        or any(isinstance(key, sets) for key in group.expressions)
-    ):
+    if grouping_sets(group):
         return not_maintainable(group, "grouping sets, ROLLUP and CUBE are not maintained")
     roots = [*select.expressions, select.args.get("having"), group]
     return _expressions_problem(roots, aggregates_allowed=True)
