@@ -161,8 +161,7 @@ UNION = "only UNION ALL is maintained"
         ),
         ("SELECT a FROM (SELECT a FROM t) AS s", "(SELECT a FROM t) AS s", SUBQUERY),
         ("SELECT a FROM t JOIN (SELECT k FROM u) s ON t.k = s.k", "(SELECT k FROM u) AS s", SUBQUERY),
-        ("SELECT a FROM t WHERE a IN (SELECT a FROM u)", "a IN (SELECT a FROM u)", SUBQUERY),
-        ("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u)", "EXISTS(SELECT 1 FROM u)", SUBQUERY),
+        ("SELECT a, (SELECT max(b) FROM u) AS m FROM t", "(SELECT max(b) FROM u)", SUBQUERY),
         ("SELECT a, (SELECT max(b) FROM u) AS m FROM t", "(SELECT max(b) FROM u)", SUBQUERY),
         (
             "WITH c AS (SELECT a FROM t) SELECT a FROM c",

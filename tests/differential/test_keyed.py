@@ -5,6 +5,8 @@ CTE and a subquery in FROM joining three table references (``dim`` twice, as TPC
 appends, copy-on-write deletes and updates (a row moving to another group and MV partition,
 groups emptied, a table emptied) of Iceberg base tables written by an outside writer; after
 every refresh each MV equals DuckDB's result of its query over what pyiceberg reads now.
+Subquery predicates (EXISTS, NOT IN with NULLs, a correlated scalar subquery, IN over a
+grouped subquery) are among them.
 
 The writes are the seeded steps of :mod:`tests.differential.test_signed` (seed
 ``SPARKMV_SIGNED_SEED``) after an append step.
@@ -41,10 +43,30 @@ _NESTED_DUCK = (
     "WHERE j.amt IS NOT NULL) s GROUP BY s.label HAVING sum(s.v) > 0"
 )
 _DISTINCT = "SELECT DISTINCT f.p, f.k, f.v > 0 AS positive FROM fact f"
+# Subquery predicates (TPC-H Q4, Q16, Q17/Q2, Q18 shapes): EXISTS, NOT IN with NULL keys on
+# both sides (SQL's NULL semantics), a correlated scalar subquery over the same table, and IN
+# over a subquery grouped by its column with HAVING.
+_EXISTS = (
+    "SELECT f.p, f.k, count(*) AS n, sum(f.v) AS sv FROM fact f WHERE f.x IS NOT NULL AND "
+    "EXISTS (SELECT 1 FROM dim d WHERE d.k = f.k AND d.r IS NOT NULL) GROUP BY f.p, f.k"
+)
+_NOT_IN = "SELECT f.id, f.k, f.v FROM fact f WHERE f.k NOT IN (SELECT d.k FROM dim d WHERE d.label <> 'x')"
+_SCALAR = (
+    "SELECT f.k, count(*) AS n, max(f.amt) AS mx FROM fact f "
+    "WHERE f.v >= (SELECT avg(g.v) FROM fact g WHERE g.k = f.k) GROUP BY f.k"
+)
+_IN_GROUPED = (
+    "SELECT d.label, count(*) AS n FROM dim d "
+    "WHERE d.k IN (SELECT f.k FROM fact f GROUP BY f.k HAVING count(*) > 2) GROUP BY d.label"
+)
 MVS = [
     (IvmMv("mv_keyed_having", "p", _HAVING, _HAVING), ["fact"]),
     (IvmMv("mv_keyed_nested", None, _NESTED_FROM, _NESTED_DUCK), ["fact", "dim"]),
     (IvmMv("mv_keyed_distinct", "p", _DISTINCT, _DISTINCT), ["fact"]),
+    (IvmMv("mv_keyed_exists", "p", _EXISTS, _EXISTS), ["fact", "dim"]),
+    (IvmMv("mv_keyed_not_in", None, _NOT_IN, _NOT_IN), ["fact", "dim"]),
+    (IvmMv("mv_keyed_scalar", None, _SCALAR, _SCALAR), ["fact"]),
+    (IvmMv("mv_keyed_in_grouped", None, _IN_GROUPED, _IN_GROUPED), ["fact", "dim"]),
 ]
 
 

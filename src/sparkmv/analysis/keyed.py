@@ -45,6 +45,15 @@ from sparkmv.analysis.constructs import (
     unparen,
 )
 from sparkmv.analysis.query import DIALECT
+from sparkmv.analysis.subqueries import (
+    conjunct_of,
+    is_subquery_predicate,
+    predicates,
+    subquery_body,
+    subquery_problem,
+    subquery_terms,
+    without_subqueries,
+)
 
 TECHNIQUE = "affected-key recomputation"
 
@@ -58,20 +67,28 @@ class KeyedPlan:
         names: every output column name (lower case), in select-list order.
         key_sql: Spark SQL of the grouped relation projected to the group keys, named as the
             output columns (``SELECT <key> AS <name>, ... FROM ... WHERE ...``; CTEs inlined
-            as derived tables): bound to a base table's delta, it yields the touched keys.
+            as derived tables; conjuncts holding a subquery replaced by TRUE): bound to a
+            base table's delta, it yields the touched keys.
+        subquery_terms: per subquery predicate, the key query touched through it and which
+            of its table references are the subquery's
+            (:func:`~sparkmv.analysis.subqueries.subquery_terms`).
     """
 
     keys: tuple[str, ...]
     names: tuple[str, ...]
     key_sql: str
+    subquery_terms: tuple[tuple[str, tuple[bool, ...]], ...] = ()
 
 
 def is_keyed_shape(query: exp.Query) -> bool:
-    """True for a SELECT (after its CTEs) with ``GROUP BY`` or ``DISTINCT``: the queries
+    """True for a SELECT (after its CTEs) with ``GROUP BY`` or ``DISTINCT``, or a projection
+    with a subquery predicate (every output column is then a key, TPC-H Q2): the queries
     affected-key recomputation is for, whose refusal reason is its own."""
     select = query.this if isinstance(query, exp.Subquery) else query
     return isinstance(select, exp.Select) and (
-        select.args.get("group") is not None or select.args.get("distinct") is not None
+        select.args.get("group") is not None
+        or select.args.get("distinct") is not None
+        or (not any(_has_aggregate(e) for e in select.expressions) and bool(predicates(select)))
     )
 
 
@@ -92,7 +109,7 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
     names = tuple(output_name(item) for item in select.expressions)
     if select.args.get("group") is not None:
         positions, missing = group_keys(select, items)
-    else:  # SELECT DISTINCT: every column is a key
+    else:  # SELECT DISTINCT or a projection: every column is a key
         positions, missing = set(range(len(items))), None
         aggregate = next((item for item in items if _has_aggregate(item)), None)
         if aggregate is not None:
@@ -109,10 +126,16 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
         return problem
     keys = tuple(names[i] for i in sorted(positions))
     relation = select.copy()
+    having = relation.args.get("having")
     for arg in ("group", "having", "distinct", "qualify"):
         relation.set(arg, None)
+    for predicate in predicates(having) if having is not None else []:  # a HAVING subquery touches via WHERE
+        conjunct = conjunct_of(predicate)
+        if conjunct is not None:
+            relation.where(conjunct.copy(), copy=False, append=True)
     relation.set("expressions", [exp.alias_(items[i].copy(), names[i]) for i in sorted(positions)])
-    return KeyedPlan(keys, names, relation.sql(DIALECT))
+    terms = tuple(subquery_terms(relation))
+    return KeyedPlan(keys, names, without_subqueries(relation).sql(DIALECT), terms)
 
 
 def _has_aggregate(expr: exp.Expr) -> bool:
@@ -163,13 +186,25 @@ def _top_problem(select: exp.Select) -> str | None:
     group = select.args.get("group")
     if grouping_sets(group):
         return not_maintainable(group, "grouping sets, ROLLUP and CUBE are not maintained")
-    roots = [*select.expressions, select.args.get("having"), group]
-    return _expressions_problem(roots, aggregates_allowed=True)
+    roots = [*select.expressions, group]
+    return _expressions_problem(roots, aggregates_allowed=True) or _expressions_problem(
+        [select.args.get("having")], aggregates_allowed=True, subqueries_allowed=True
+    )
 
 
-def _expressions_problem(roots: list[exp.Expr | None], aggregates_allowed: bool) -> str | None:
+def _expressions_problem(
+    roots: list[exp.Expr | None], aggregates_allowed: bool, subqueries_allowed: bool = False
+) -> str | None:
+    """The first problem among the expressions under ``roots``; subquery predicates in a
+    WHERE or HAVING conjunct are checked by
+    :func:`~sparkmv.analysis.subqueries.subquery_problem` when ``subqueries_allowed``."""
     for root in roots:
-        for node in root.dfs() if root is not None else ():
+        for node in _outside_subqueries(root) if root is not None else ():
+            if subqueries_allowed and is_subquery_predicate(node):
+                problem = subquery_problem(node) or _subquery_body_problem(node)
+                if problem:
+                    return problem
+                continue
             if aggregates_allowed and (is_aggregate(node) or isinstance(node, exp.Filter)):
                 continue
             if not aggregates_allowed and is_aggregate(node) and not node.find_ancestor(exp.Window):
@@ -180,7 +215,29 @@ def _expressions_problem(roots: list[exp.Expr | None], aggregates_allowed: bool)
     return None
 
 
-def _relation_problem(select: exp.Select) -> str | None:
+def _outside_subqueries(root: exp.Expr) -> list[exp.Expr]:
+    """The nodes under ``root`` (pre-order), a subquery predicate's own node but not its
+    inside."""
+    out: list[exp.Expr] = []
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        if node is root or not is_subquery_predicate(node):
+            stack.extend(reversed(list(node.iter_expressions())))
+    return out
+
+
+def _subquery_body_problem(predicate: exp.Expr) -> str | None:
+    """The subquery's relation must be linear (its delta rule gives the touched rows): inner
+    joins of base tables and linear derived tables; its select list may aggregate."""
+    body = subquery_body(predicate)
+    assert isinstance(body, exp.Select)
+    problem = _expressions_problem([*body.expressions, body.args.get("having")], aggregates_allowed=True)
+    return problem or _relation_problem(body, subqueries_allowed=False)
+
+
+def _relation_problem(select: exp.Select, subqueries_allowed: bool = True) -> str | None:
     """The first problem of the relation ``select`` groups (or of a derived table in it):
     only base tables and linear derived tables, joined by inner joins, with deterministic
     filters. A base table may be read more than once (each reference is its own input of
@@ -189,7 +246,9 @@ def _relation_problem(select: exp.Select) -> str | None:
     if problem:
         return problem
     conditions = [join.args.get("on") for join in select.args.get("joins") or []]
-    problem = _expressions_problem([*conditions, select.args.get("where")], aggregates_allowed=False)
+    problem = _expressions_problem(conditions, aggregates_allowed=False) or _expressions_problem(
+        [select.args.get("where")], aggregates_allowed=False, subqueries_allowed=subqueries_allowed
+    )
     for source in sources:
         problem = problem or _source_problem(source)
     return problem

@@ -1,5 +1,9 @@
 """Affected-key recomputation with Spark (:mod:`sparkmv.analysis.keyed`).
 
+Subquery predicates (``EXISTS``, ``IN``, scalar subqueries) add one key query each
+(:mod:`sparkmv.analysis.subqueries`), bound the same way over the subquery's own table
+references, the outer ones read new.
+
 The touched keys are the union, over each reference ``Ti`` of a changed base table in the
 plan's key query (a table read twice counts twice, as TPC-H Q7's two ``nation``), of the key
 query with ``T1..Ti-1`` read new, ``Ti`` as its table's delta (appended files, or signed
@@ -20,6 +24,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkmv.analysis.incremental import IvmAnalysis
+from sparkmv.analysis.keyed import KeyedPlan
 from sparkmv.analysis.query import bind_occurrences, parse_query, table_occurrences
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental.delta import (
@@ -52,28 +57,49 @@ def touched_keys(
     The temporary views are dropped when the context exits."""
     assert analysis.keyed is not None
     views = Views(rt)
-    keyed = parse_query(analysis.keyed.key_sql)
     query = parse_query(analysis.augmented_sql)
     qualified = {ObjectName.parse(t, allow_reserved=True): t for t in new}
-    occurrences = [qualified[name] for name in table_occurrences(keyed)]
     key_types = StructType([f for f in target.fields if f.name.lower() in analysis.keyed.keys])
     try:
-        union: DataFrame | None = None
-        for i, changed in enumerate(occurrences):
-            if changed not in delta:
-                continue
-            bound: list[str | None] = [
-                views.view(t, "new", new[t]) if j < i else views.view(t, "old", old[t])
-                for j, t in enumerate(occurrences)
-            ]
-            bound[i] = views.view(changed, "delta", delta[changed])
-            term = rt.spark.sql(bind_occurrences(keyed, bound))
-            frame = project_to(normalize_for_iceberg(term), key_types)
+        frames = [
+            project_to(normalize_for_iceberg(rt.spark.sql(sql)), key_types)
+            for sql in _term_sqls(views, analysis.keyed, qualified, (new, old, delta))
+        ]
+        union = None
+        for frame in frames:
             union = frame if union is None else union.unionByName(frame)
         signed = any(d.kind in SIGNED_KINDS for d in delta.values())
         yield Terms(None if union is None else union.distinct(), signed, lambda: views.over_new(query, new))
     finally:
         views.drop()
+
+
+def _term_sqls(
+    views: Views,
+    plan: KeyedPlan,
+    qualified: dict[ObjectName, str],
+    positions: tuple[dict[str, PinnedTable], dict[str, PinnedTable], dict[str, PinnedTable]],
+) -> list[str]:
+    """The bound key queries: the plan's key query once per changed table reference (the
+    delta rule), and each subquery term once per changed reference inside its subquery
+    (the delta rule among the subquery's references; the outer ones read new)."""
+    new, old, delta = positions
+    sqls = []
+    terms = [(plan.key_sql, None), *plan.subquery_terms]
+    for sql, mask in terms:
+        query = parse_query(sql)
+        occurrences = [qualified[name] for name in table_occurrences(query)]
+        own = [i for i in range(len(occurrences)) if mask is None or mask[i]]
+        for rank, i in enumerate(own):
+            if occurrences[i] not in delta:
+                continue
+            bound: list[str | None] = []
+            for j, table in enumerate(occurrences):
+                before = j not in own or own.index(j) < rank
+                bound.append(views.view(table, "new", new[table]) if before else views.view(table, "old", old[table]))
+            bound[i] = views.view(occurrences[i], "delta", delta[occurrences[i]])
+            sqls.append(bind_occurrences(query, bound))
+    return sqls
 
 
 def replace_keys(current: DataFrame, fresh: DataFrame, keys: DataFrame, names: tuple[str, ...]) -> DataFrame | None:
