@@ -84,6 +84,17 @@ def test_keyed_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp_path
         client.sql(mv.ddl("INCREMENTAL"))
         check(client, world, mv, _, "FULL", "the first build")
 
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_keyed_exists").message or ""
+    plan = text.splitlines()[text.splitlines().index("maintenance plan: affected-key recomputation") :]
+    assert plan[1:4] == [
+        "  columns: p (group key), k (group key), n (recomputed), sv (recomputed)",
+        "  recomputes the groups of keys (p, k) touched by the change, read from:",
+        "    the grouped relation: SELECT f.p AS p, f.k AS k FROM fact AS f WHERE NOT f.x IS NULL AND TRUE",
+    ], text
+    assert plan[4].startswith(
+        "    subquery 1: SELECT f.p AS p, f.k AS k FROM fact AS f WHERE NOT f.x IS NULL AND EXISTS("
+    ), text
+
     def appended() -> None:
         world.append("fact", 6)
         world.append("dim", 2)

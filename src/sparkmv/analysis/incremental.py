@@ -152,6 +152,37 @@ def _keyed_analysis(query: exp.Query) -> IvmAnalysis:
     return IvmAnalysis(None, True, columns, (), query.sql(DIALECT), TECHNIQUE, plan)
 
 
+def maintenance_plan(analysis: IvmAnalysis) -> list[str]:
+    """The lines of ``EXPLAIN REFRESH``'s maintenance plan: the technique, or the reason
+    incremental refresh cannot maintain the query; per output column its role; the keys an
+    affected-key recomputation recomputes and the key queries that find them.
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> sql = "SELECT k, count(DISTINCT x) AS n FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.k = t.k) GROUP BY k"
+    >>> print("\\n".join(maintenance_plan(analyze_incremental(parse_query(sql)))))
+    maintenance plan: affected-key recomputation
+      columns: k (group key), n (recomputed)
+      recomputes the groups of keys (k) touched by the change, read from:
+        the grouped relation: SELECT k AS k FROM t WHERE TRUE
+        subquery 1: SELECT k AS k FROM t WHERE EXISTS(SELECT 1 FROM u WHERE u.k = t.k)
+    """
+    if analysis.reason is not None:
+        return [f"maintenance plan: none ({analysis.reason})"]
+    roles = {"group": "group key", "value": "recomputed", "plain": "projected"}
+    columns = ", ".join(f"{c.name} ({roles.get(c.role, c.role.upper())})" for c in analysis.columns)
+    lines = [f"maintenance plan: {analysis.technique}", f"  columns: {columns}"]
+    if analysis.keyed is None:
+        state = ", ".join(analysis.state_columns)
+        return [*lines, f"  state columns: {state}"] if state else lines
+    keys = ", ".join(analysis.keyed.keys)
+    lines += [
+        f"  recomputes the groups of keys ({keys}) touched by the change, read from:",
+        f"    the grouped relation: {analysis.keyed.key_sql}",
+    ]
+    lines += [f"    subquery {i}: {sql}" for i, (sql, _) in enumerate(analysis.keyed.subquery_terms, 1)]
+    return lines
+
+
 def stored_query(definition: str, columns: Iterable[str]) -> exp.Query:
     """The query whose rows an MV's table with ``columns`` stores: its defining query
     (Spark SQL text), or, when the table has hidden state columns, the query augmented with

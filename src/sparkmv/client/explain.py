@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.rewrite import RewriteResult
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError
@@ -47,6 +49,9 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     their reasons, chunks."""
     plan, lineage, candidates = plan_for(rt, stmt)
     out = [f"mode: {plan.mode}", f"reason: {plan.reason}", f"partition lineage: {lineage}"]
+    with rt.catalog.read() as s:
+        definition = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW).definition or ""
+    out.extend(maintenance_plan(analyze_incremental(parse_query(definition))))
     if candidates:
         out.append("candidates:")
         out.extend(candidate_table(candidates))
