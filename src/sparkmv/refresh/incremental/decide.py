@@ -299,11 +299,12 @@ TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of 
 or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
 
 
-KEYED_SCAN_SHARE = 4
+KEYED_SCAN_SHARE = 1
 """An affected-key recomputation reads the whole new input (unless its key filter prunes
-partitions or row groups) but joins and aggregates only the touched keys' rows: counted as a
-quarter of reading that input for FULL, whose cost is mostly the joins and aggregation
-(measured in bench/RESULTS.md, issue 24)."""
+partitions or row groups), though it joins and aggregates only the touched keys' rows: counted
+as reading it whole. Measured on TPC-H SF 0.1 (bench/RESULTS.md, issue 24), every forced
+affected-key recomputation was slower than FULL (1.1x to 7x: the key queries and the merge are
+Spark jobs of their own); a share of 1/4 made AUTO pick it for Q22 at 2.1x FULL's time."""
 
 
 def _keyed_bytes(inp: PlanInput) -> int:
