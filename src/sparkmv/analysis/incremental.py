@@ -47,6 +47,7 @@ from sparkmv.analysis.constructs import (
     source_problem,
     unparen,
 )
+from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.keyed import TECHNIQUE, KeyedPlan, is_keyed_shape, keyed_plan
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name
 from sparkmv.errors import AnalysisError
@@ -65,16 +66,20 @@ class OutputColumn:
             unaliased expressions a best-effort copy of Spark's generated name
             (``sum(x)``, ``count(1)`` for ``COUNT(*)``).
         role: ``group`` (a GROUP BY key), ``sum``, ``count``, ``avg``, ``min``, ``max``,
-            ``plain`` (a column of a non-aggregate query), or ``value`` (any other column of
-            a query maintained by affected-key recomputation).
+            ``plain`` (a column of a non-aggregate query), ``formula`` (an expression over
+            SUM and COUNT calls, :mod:`sparkmv.analysis.formulas`), or ``value`` (any other
+            column of a query maintained by affected-key recomputation).
         state: the hidden state columns it needs: SUM ``("__smv_nn_<i>",)`` (its non-NULL
             count, to tell a NULL sum from 0), AVG ``("__smv_sum_<i>", "__smv_nn_<i>")``,
-            others ``()``; ``<i>`` is the 0-based position in the select list.
+            a formula its calls' state; others ``()``; ``<i>`` is the 0-based position in
+            the select list.
+        formula: for role ``formula``, the Spark SQL computing the column from its state.
     """
 
     name: str
     role: str
     state: tuple[str, ...] = ()
+    formula: str = ""
 
 
 @dataclass(frozen=True)
@@ -331,6 +336,10 @@ def _aggregate_columns(select: exp.Select) -> tuple[tuple[OutputColumn, ...], st
     for i, (item, expr) in enumerate(zip(select.expressions, items, strict=True)):
         name = output_name(item)
         role = "group" if i in keys else aggregate_role(expr)
+        formula = formula_of(i, expr) if role is None else None
+        if formula is not None:
+            columns.append(OutputColumn(name, "formula", formula[0], formula[1]))
+            continue
         if role is None:
             has_aggregate = any(is_aggregate(node) for node in expr.dfs())
             why = WHY_AGG_EXPR if has_aggregate else "a select item of an aggregate query must be a GROUP BY key"
@@ -350,10 +359,14 @@ def _reserved_problem(columns: tuple[OutputColumn, ...]) -> str | None:
 
 
 def _augment(select: exp.Select, columns: tuple[OutputColumn, ...]) -> str:
-    """``select`` with ``COUNT(*) AS __smv_count`` and the SUM/AVG state columns appended."""
+    """``select`` with ``COUNT(*) AS __smv_count`` and the SUM/AVG and formula state
+    columns appended."""
     extra: list[exp.Expr] = [exp.alias_(exp.Count(this=exp.Star()), ROW_COUNT)]
-    for item, column in zip(select.expressions, columns, strict=True):
+    for i, (item, column) in enumerate(zip(select.expressions, columns, strict=True)):
         call = unparen(item.unalias())
+        if column.role == "formula":
+            extra += formula_state_calls(i, call)
+            continue
         arg = call.expressions[0] if isinstance(call, exp.Anonymous) else call.this
         if column.role == "avg":
             extra.append(exp.alias_(exp.Sum(this=arg.copy()), column.state[0]))

@@ -37,6 +37,7 @@ from pyspark.sql.types import (
 )
 from sqlglot import exp
 
+from sparkmv.analysis.formulas import blank_formulas
 from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, branches_reading
 from sparkmv.analysis.query import bind_tables, parse_query
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
@@ -96,10 +97,12 @@ def delta_terms(
     order = sorted(new)
     views = Views(rt)
     signed = any(d.kind in SIGNED_KINDS for d in delta.values())
-    query = parse_query(analysis.augmented_sql)
+    full = parse_query(analysis.augmented_sql)
+    formulas = {i: c.name for i, c in enumerate(analysis.columns) if c.role == "formula"}
+    query = blank_formulas(full, formulas) if formulas else full
 
     def over_new() -> DataFrame:
-        return views.over_new(query, new)
+        return views.over_new(full, new)
 
     try:
         frames: list[DataFrame] = []
@@ -193,6 +196,8 @@ def combine(rows: DataFrame, analysis: IvmAnalysis, target: StructType) -> DataF
             aggs.append(F.sum(_q(nn)).alias(nn))
         elif col.role == "count":
             aggs.append(F.sum(c).alias(col.name))
+        elif col.role == "formula":  # its SUM / COUNT state; the column is computed after
+            aggs += [_state_sum(name, col.state) for name in col.state]
         elif col.role == "min":
             aggs.append(F.min(c).alias(col.name))
         elif col.role == "max":
@@ -211,9 +216,23 @@ def combine(rows: DataFrame, analysis: IvmAnalysis, target: StructType) -> DataF
         if col.role == "avg":
             total, nn = col.state
             grouped = grouped.withColumn(col.name, _average(total, nn, types[total.lower()].dataType))
+        elif col.role == "formula":
+            grouped = grouped.withColumn(col.name, F.expr(col.formula))
     if retracted:
         grouped = grouped.withColumn(RETRACTED, _reaches_extreme(extrema))
-    return project_to(grouped.where(F.col(_q(ROW_COUNT)) > 0), target, (RETRACTED,) if retracted else ())
+    # A group whose row count falls to 0 disappears; a global aggregate always has its one row
+    # (over no rows: counts 0, SUM / AVG / MIN / MAX NULL), as SQL defines it.
+    kept = grouped.where(F.col(_q(ROW_COUNT)) > 0) if keys else grouped
+    return project_to(kept, target, (RETRACTED,) if retracted else ())
+
+
+def _state_sum(name: str, state: tuple[str, ...]) -> Column:
+    """The merged value of one state column of a formula: a SUM stays NULL while its
+    non-NULL count is 0; counts add up."""
+    nn = f"{name}_nn"
+    if nn in state:
+        return F.when(F.sum(_q(nn)) == 0, F.lit(None)).otherwise(F.sum(_q(name))).alias(name)
+    return F.sum(_q(name)).alias(name)
 
 
 def _reaches_extreme(extrema: list[OutputColumn]) -> Column:
