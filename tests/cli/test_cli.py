@@ -97,6 +97,7 @@ def test_status_and_runs(home: tuple[Path, subprocess.CompletedProcess[str]]) ->
     assert "materialized views" in result.stdout and "by_month" in result.stdout and "fresh" in result.stdout
 
 
+@pytest.mark.long  # `make test-slow`: a CLI subprocess per query; rewrite itself is tested in tests/client
 def test_no_rewrite_runs_queries_as_written(home: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
     """``sql --no-rewrite``: the same rows, read from the base table (nothing in
     ``sparkmv.rewrite_log``); without it the query is answered from the MV and logged."""

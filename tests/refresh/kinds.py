@@ -115,3 +115,15 @@ KIND_IDS = [k.kind for k in KINDS]
 def staged_files(roots: list[Path]) -> set[Path]:
     """Every file under the staging roots."""
     return {p for root in roots if root.is_dir() for p in root.rglob("*") if p.is_file()}
+
+
+def kinds_reload_long() -> list[Any]:
+    """:data:`KINDS` as pytest params with the reload case marked ``long`` (run by
+    ``make test-slow``, left out of ``make test`` for time): for tests whose reload case
+    repeats what tests/refresh/test_reload_recovery.py already checks with real kills."""
+    import pytest
+
+    return [
+        pytest.param(c, id=i, marks=[pytest.mark.long] if i == "reload" else [])
+        for c, i in zip(KINDS, KIND_IDS, strict=True)
+    ]

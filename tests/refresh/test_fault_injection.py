@@ -21,7 +21,7 @@ import pytest
 from sparkmv.names import ObjectName
 from sparkmv.refresh.lifecycle import chunk_job_group
 from sparkmv.storage.iceberg import RUN_ID_PROPERTY
-from tests.refresh.kinds import KIND_IDS, KINDS, JobKindCase
+from tests.refresh.kinds import JobKindCase, kinds_reload_long
 from tests.refresh.procs import cli, object_row, read_log, reap, spawn, wait_lease_expired
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -70,7 +70,7 @@ def _cases(case: JobKindCase) -> list[tuple[str, str, set[int]]]:
     ]
 
 
-@pytest.mark.parametrize("case", KINDS, ids=KIND_IDS)
+@pytest.mark.parametrize("case", kinds_reload_long())
 def test_crash_at_each_point_then_recover(make_client: Any, tmp_path: Path, case: JobKindCase) -> None:
     """One object per fault point; the four refresh processes run (and die) side by side."""
     running = []
@@ -99,15 +99,7 @@ def test_crash_at_each_point_then_recover(make_client: Any, tmp_path: Path, case
         _check(case, client, run_id, before_crash, True, jobs_before)
 
 
-# The reload case runs in `make test-slow` (marker `long`): each kind's crash points are in
-# test_crash_at_each_point_then_recover; this one adds the second crash, shared code.
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, id=i, marks=[pytest.mark.long] if i == "reload" else [])
-        for c, i in zip(KINDS, KIND_IDS, strict=True)
-    ],
-)
+@pytest.mark.parametrize("case", kinds_reload_long())
 def test_crash_after_staged_then_crash_during_cleanup(make_client: Any, tmp_path: Path, case: JobKindCase) -> None:
     """Die after chunk 1 is staged; recover with ``sparkmv recover`` in a process that dies
     during cleanup; a later ``recover`` removes the orphan staging the cleanup left."""

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from tests.refresh.kinds import KIND_IDS, KINDS, JobKindCase, staged_files
+from tests.refresh.kinds import JobKindCase, kinds_reload_long, staged_files
 from tests.refresh.procs import object_row, read_log, reap, spawn, wait_for, wait_lease_expired
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark]
@@ -52,7 +52,7 @@ def _state(client: Any, name: str, run_id: int) -> tuple[Any, ...]:
         )
 
 
-@pytest.mark.parametrize("case", KINDS, ids=KIND_IDS)
+@pytest.mark.parametrize("case", kinds_reload_long())
 def test_stalled_owner_is_taken_over_and_leaves_the_run_untouched(
     make_client: Any, tmp_path: Path, case: JobKindCase
 ) -> None:
