@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
-from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.rewrite import RewriteResult
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError
@@ -16,9 +15,10 @@ from sparkmv.refresh.runtime import Runtime
 from sparkmv.sql.statements import RefreshMaterializedView
 
 
-def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str, list[Candidate]]:
+def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str, list[Candidate], MvDefinition]:
     """The plan a refresh would run now (the same choice among INCREMENTAL, PCT and FULL as
-    the run makes), a description of the partition lineage, and the candidates weighed.
+    the run makes), a description of the partition lineage, the candidates weighed, and
+    the MV's definition.
     A strict INCREMENTAL refresh that would fail shows as mode ``FAILS`` with the reason."""
     with rt.catalog.read() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
@@ -41,17 +41,15 @@ def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str, lis
         text = "; ".join(lines)
     else:
         text = f"unknown ({lineage.reason})"
-    return plan, text, candidates
+    return plan, text, candidates, mv
 
 
 def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     """Text of the plan: mode and reason, changed base partitions, MV partitions with
     their reasons, chunks."""
-    plan, lineage, candidates = plan_for(rt, stmt)
+    plan, lineage, candidates, mv = plan_for(rt, stmt)
     out = [f"mode: {plan.mode}", f"reason: {plan.reason}", f"partition lineage: {lineage}"]
-    with rt.catalog.read() as s:
-        definition = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW).definition or ""
-    out.extend(maintenance_plan(analyze_incremental(parse_query(definition))))
+    out.extend(maintenance_plan(analyze_incremental(mv.query)))
     if candidates:
         out.append("candidates:")
         out.extend(candidate_table(candidates))

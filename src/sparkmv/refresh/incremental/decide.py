@@ -299,18 +299,14 @@ TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of 
 or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
 
 
-KEYED_SCAN_SHARE = 1
-"""An affected-key recomputation reads the whole new input (unless its key filter prunes
-partitions or row groups), though it joins and aggregates only the touched keys' rows: counted
-as reading it whole. Measured on TPC-H SF 0.1 (bench/RESULTS.md, issue 24), every forced
-affected-key recomputation was slower than FULL (1.1x to 7x: the key queries and the merge are
-Spark jobs of their own); a share of 1/4 made AUTO pick it for Q22 at 2.1x FULL's time."""
-
-
 def _keyed_bytes(inp: PlanInput) -> int:
-    """Bytes an affected-key recomputation costs about as much as reading (see
-    :data:`KEYED_SCAN_SHARE`)."""
-    return sum(_bytes(p) for p in inp.pinned.values()) // KEYED_SCAN_SHARE
+    """Bytes an affected-key recomputation costs about as much as reading: the whole new
+    input. It scans it (unless its key filter prunes partitions or row groups), though it
+    joins and aggregates only the touched keys' rows; measured on TPC-H SF 0.1
+    (bench/RESULTS.md, issue 24), every forced affected-key recomputation was slower than
+    FULL (1.1x to 7x: the key queries and the merge are Spark jobs of their own), and
+    counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time."""
+    return sum(_bytes(p) for p in inp.pinned.values())
 
 
 def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:

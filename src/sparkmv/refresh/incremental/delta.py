@@ -265,19 +265,35 @@ def recompute_retracted(merged: DataFrame, fresh: DataFrame, analysis: IvmAnalys
     Parquet row-group pruning, and far fewer rows aggregated); more use a semi-join."""
     keys = [c.name for c in analysis.columns if c.role == "group"]
     kept = merged.where(F.col(RETRACTED) == 0).drop(RETRACTED)
-    flagged = merged.where(F.col(RETRACTED) == 1).select(
-        *[F.col(_q(k)).alias(f"__smv_k{i}") for i, k in enumerate(keys)]
-    )
+    flagged = merged.where(F.col(RETRACTED) == 1).select(*[F.col(_q(k)) for k in keys])
     if not keys:  # a global aggregate: its one row is recomputed when flagged
         return kept.unionByName(fresh.join(flagged, how="left_semi"))
-    found = flagged.limit(KEYS_INLINE + 1).collect()
+    restrict = key_filter(flagged, keys, fresh)
+    return kept if restrict is None else kept.unionByName(restrict(fresh, True))
+
+
+def key_filter(
+    keys: DataFrame, names: Sequence[str], fresh: DataFrame
+) -> Callable[[DataFrame, bool], DataFrame] | None:
+    """A filter of frames with the key columns ``names`` by the key values in ``keys``
+    (its columns, in the order of ``names``): ``restrict(frame, True)`` keeps the rows whose
+    key is among them (NULL-safe), ``restrict(frame, False)`` the others; None when ``keys``
+    is empty.
+
+    The keys are collected first (one small Spark job): up to :data:`KEYS_INLINE` of them,
+    of types with exact literals (those of ``fresh``'s columns), make a filter of literals,
+    which Spark pushes below an aggregate and joins into the scans (partition and Parquet
+    row-group pruning, far fewer rows aggregated); more make a semi-join / anti-join."""
+    renamed = keys.select(*[F.col(_q(c)).alias(f"__smv_k{i}") for i, c in enumerate(keys.columns)])
+    found = renamed.limit(KEYS_INLINE + 1).collect()
     if not found:
-        return kept
+        return None
     types = {f.name.lower(): f.dataType for f in fresh.schema.fields}
-    if len(found) <= KEYS_INLINE and all(literal_safe(types[k.lower()]) for k in keys):
-        return kept.unionByName(fresh.where(any_of(keys, found)))
-    cond = [F.col(_q(k)).eqNullSafe(F.col(f"__smv_k{i}")) for i, k in enumerate(keys)]
-    return kept.unionByName(fresh.join(flagged, on=cond, how="left_semi"))
+    if len(found) <= KEYS_INLINE and all(literal_safe(types[n.lower()]) for n in names):
+        wanted = any_of(list(names), found)
+        return lambda frame, keep: frame.where(wanted if keep else ~F.coalesce(wanted, F.lit(False)))
+    cond = [F.col(_q(n)).eqNullSafe(F.col(f"__smv_k{i}")) for i, n in enumerate(names)]
+    return lambda frame, keep: frame.join(renamed, on=cond, how="left_semi" if keep else "left_anti")
 
 
 KEYS_INLINE = 200

@@ -27,15 +27,7 @@ from sparkmv.analysis.incremental import IvmAnalysis
 from sparkmv.analysis.keyed import KeyedPlan
 from sparkmv.analysis.query import bind_occurrences, parse_query, table_occurrences
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.delta import (
-    KEYS_INLINE,
-    SIGNED_KINDS,
-    Terms,
-    Views,
-    any_of,
-    literal_safe,
-    project_to,
-)
+from sparkmv.refresh.incremental.delta import SIGNED_KINDS, Terms, Views, key_filter, project_to
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.schema import normalize_for_iceberg
@@ -106,20 +98,11 @@ def replace_keys(current: DataFrame, fresh: DataFrame, keys: DataFrame, names: t
     """``current`` (the MV's rows of the affected partitions) with every row whose key
     (columns ``names``) is in ``keys`` replaced by the rows of ``fresh`` (the defining query
     over the new input, in the MV's schema) with that key; None when ``keys`` is empty.
-
-    The keys are collected first (one small Spark job): up to
-    :data:`~sparkmv.refresh.incremental.delta.KEYS_INLINE` of them are a filter of literals
-    (NULL-safe), which Spark pushes below the query's aggregate and joins into the scans
-    (partition and Parquet row-group pruning); more are an anti-join and a semi-join."""
-    found = keys.limit(KEYS_INLINE + 1).collect()
-    if not found:
+    The keys filter both sides as
+    :func:`~sparkmv.refresh.incremental.delta.key_filter` says (literals pushed into the
+    scans, or an anti-join and a semi-join)."""
+    by_name = {c.lower(): c for c in keys.columns}
+    restrict = key_filter(keys.select(*[F.col(f"`{by_name[n]}`") for n in names]), names, fresh)
+    if restrict is None:
         return None
-    columns = [keys.columns[[c.lower() for c in keys.columns].index(n)] for n in names]
-    types = {f.name.lower(): f.dataType for f in fresh.schema.fields}
-    if len(found) <= KEYS_INLINE and all(literal_safe(types[n]) for n in names):
-        wanted = any_of(list(names), [tuple(r[c] for c in columns) for r in found])
-        return current.where(~F.coalesce(wanted, F.lit(False))).unionByName(fresh.where(wanted))
-    renamed = keys.select(*[F.col(f"`{c}`").alias(f"__smv_k{i}") for i, c in enumerate(columns)])
-    cond = [F.col(f"`{n}`").eqNullSafe(F.col(f"__smv_k{i}")) for i, n in enumerate(names)]
-    kept = current.join(renamed, on=cond, how="left_anti")
-    return kept.unionByName(fresh.join(renamed, on=cond, how="left_semi"))
+    return restrict(current, False).unionByName(restrict(fresh, True))
