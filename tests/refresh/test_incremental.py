@@ -63,12 +63,20 @@ def test_an_append_is_applied_incrementally_to_the_affected_partition_only(make_
     assert [c["chosen"] for c in run.candidates] == [True, False, False]
     assert run.reason.startswith("INCREMENTAL: cheapest"), run.reason
     assert_mv_matches(client, "mv", AGG)
+    # The run's estimate beside what its Spark jobs read (Spark's input metrics: the new
+    # file and the MV partition it merges into) and its seconds.
+    rows = client.sql("SELECT run_id, estimate_bytes, bytes_read, seconds FROM sparkmv.task_runs").collect()
+    recorded = next(r for r in rows if r.run_id == run.run_id)
+    assert recorded.estimate_bytes == run.candidates[0]["estimate_bytes"] > 0
+    assert recorded.bytes_read > 0 and recorded.seconds > 0, recorded
     table = client.runtime.iceberg.load(ObjectName.parse("mv"))
     summary = table.current_snapshot().summary
     assert summary["sparkmv.run-id"] == str(run.run_id)
     assert summary["changed-partition-count"] == "1", "only partition p=a is rewritten"
     again = client.refresh("mv")
     assert again.state == "SKIPPED"
+    skipped = client.sql(f"SELECT bytes_read FROM sparkmv.task_runs WHERE run_id = {again.run_id}").collect()
+    assert skipped[0].bytes_read is None, "a SKIPPED run reads nothing"
 
 
 def test_hidden_state_columns_are_not_visible(make_client: Any, tmp_path: Path) -> None:

@@ -114,6 +114,11 @@ class TaskRunRow(Base):
     request_options: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     candidates: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON, nullable=True)
     """The refresh techniques weighed (mode, eligible, estimate_bytes, chosen, reason)."""
+    estimate_bytes: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    """The chosen technique's estimate of the bytes it reads (None when none was weighed)."""
+    bytes_read: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    """Bytes the run's Spark jobs read in this process, by Spark's input metrics (None on
+    Spark Connect, where the driver's metrics are out of reach, and for SKIPPED runs)."""
 
 
 class ProgressRow(Base):

@@ -93,6 +93,9 @@ TASK_RUNS = _schema(
     ("rows_updated", L),
     ("rows_deleted", L),
     ("candidates", S),
+    ("estimate_bytes", L),
+    ("bytes_read", L),
+    ("seconds", D),
 )
 REFRESH_PROGRESS = _schema(
     ("run_id", L),
@@ -188,6 +191,9 @@ def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
             r.rows_updated,
             r.rows_deleted,
             json.dumps(r.candidates) if r.candidates else None,
+            r.estimate_bytes,
+            r.bytes_read,
+            (r.finished - r.started).total_seconds() if r.finished and r.started else None,
         )
         for r in runs
     ]

@@ -129,6 +129,31 @@ def cancel_jobs(spark: SparkSession, tag: str) -> None:
         spark.sparkContext.cancelJobsWithTag(tag)
 
 
+def input_bytes(spark: SparkSession, tag: str) -> int | None:
+    """Bytes read by the Spark jobs of this driver that carry ``tag`` (see :func:`job_scope`),
+    summed over their stages' attempts by Spark's input metrics (files and tables scanned;
+    shuffle reads are not input). None on Spark Connect, whose client has no view of the
+    server's status store, and when the status store has dropped the jobs
+    (``spark.ui.retainedJobs``).
+
+    The status store is Spark's own record of jobs, kept with the UI disabled too."""
+    if is_connect(spark):
+        return None
+    jsc = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
+    store = jsc.statusStore()
+    no_quantiles = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.double, 0)  # type: ignore[union-attr]
+    total = 0
+    try:
+        for job_id in jsc.statusTracker().getJobIdsForTag(tag):
+            stages = store.job(job_id).stageIds()
+            for i in range(stages.size()):
+                attempts = store.stageData(stages.apply(i), False, None, False, no_quantiles)
+                total += sum(attempts.apply(k).inputBytes() for k in range(attempts.size()))
+    except Exception:  # a job or stage evicted from the store (a py4j error)
+        return None
+    return total
+
+
 def _log_conf(log_home: Path, settings: dict[str, str]) -> dict[str, str]:
     try:
         return log_conf(log_home, settings)
