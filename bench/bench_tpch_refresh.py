@@ -152,8 +152,8 @@ def _why_not_incremental(run: Any) -> str:
     return _short(str(run.reason or run.error or ""))
 
 
-def _mib(size: int | None) -> str:
-    return "-" if size is None else f"{size / 2**20:.1f} MiB"
+def _mib(size: int | None, unit: str = " MiB") -> str:
+    return "-" if size is None else f"{size / 2**20:.1f}{unit}"
 
 
 def _short(reason: str, width: int = 90) -> str:
@@ -254,6 +254,8 @@ def refresh_all(client: Any, queries: dict[str, str], twins: set[str] | None = N
             "inc_ok": inc_ok,
             "auto_right": _auto_right(_technique(run), inc_seconds, full_seconds),
             "why": _why_not_incremental(run),
+            "estimate_bytes": run.estimate_bytes,
+            "bytes_read": run.bytes_read,
         }
         print(
             f"  {mv}: {figures['technique']} {seconds:.2f} s, {rows} rows, exact {ok}; FULL {full_seconds:.2f} s "
@@ -309,8 +311,8 @@ def _step_table(what: str, rows: list[dict[str, Any]]) -> list[str]:
         f"**{what}**",
         "",
         "| query | technique (AUTO) | seconds | MV rows | FULL seconds | FULL / AUTO | INCREMENTAL forced seconds "
-        "| AUTO right | exact |",
-        "|---|---|---:|---:|---:|---:|---:|---|---|",
+        "| AUTO right | estimate / read MiB | exact |",
+        "|---|---|---:|---:|---:|---:|---:|---|---:|---|",
     ]
     for r in rows:
         ratio = r["full_seconds"] / max(r["seconds"], 1e-9)
@@ -319,7 +321,9 @@ def _step_table(what: str, rows: list[dict[str, Any]]) -> list[str]:
         exact = r["exact"] and r.get("inc_ok", True)
         lines.append(
             f"| {r['mv']} | {r['technique']} | {r['seconds']:.2f} | {r['rows']:,} | {full} | {ratio:.2f}x | {inc} | "
-            f"{'yes' if r.get('auto_right') else 'no'} | {'yes' if exact else '**NO**'} |"
+            f"{'yes' if r.get('auto_right') else 'no'} | {_mib(r.get('estimate_bytes'), '')} / "
+            f"{_mib(r.get('bytes_read'), '')} | "
+            f"{'yes' if exact else '**NO**'} |"
         )
     kept = [r for r in rows if r["technique"] in KEPT]
     counts = {t: sum(r["technique"] == t for r in rows) for t in KEPT}

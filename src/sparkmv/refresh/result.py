@@ -25,6 +25,9 @@ class RefreshRun:
         error: the error text of a failed run.
         candidates: the techniques AUTO weighed, each ``{"mode", "eligible",
             "estimate_bytes", "chosen", "reason"}`` (empty when none were).
+        estimate_bytes: the chosen technique's estimate of the bytes it reads (None when
+            none was weighed); bytes_read: what the run's Spark jobs read (bytes, Spark's
+            input metrics; None on Spark Connect or when nothing ran).
     """
 
     run_id: int
@@ -43,6 +46,8 @@ class RefreshRun:
     started: datetime | None
     finished: datetime | None
     candidates: list[dict[str, Any]] = field(default_factory=list)
+    estimate_bytes: int | None = None
+    bytes_read: int | None = None
 
     @classmethod
     def from_row(cls, row: TaskRunRow) -> RefreshRun:
@@ -65,4 +70,6 @@ class RefreshRun:
             started=row.started,
             finished=row.finished,
             candidates=list(row.candidates or []),
+            estimate_bytes=row.estimate_bytes,
+            bytes_read=row.bytes_read,
         )
