@@ -72,6 +72,9 @@ class BaseChange:
             (before netting: a copy-on-write rewrite retracts every row of the old file and
             adds back the kept ones).
         files_read: data files the delta reads.
+        netted_rows: ``signed`` Iceberg changes whose netted rows are in the change cache
+            (:mod:`sparkmv.sources.change_cache`): how many (``delta_bytes`` is then the
+            entry's size, what the refresh reads); None otherwise.
     """
 
     table: str
@@ -84,6 +87,7 @@ class BaseChange:
     compactions: int = 0
     rows_retracted: int = 0
     files_read: int = 0
+    netted_rows: int | None = None
 
 
 def base_change(consumed: PinnedTable, current: PinnedTable, table: Table | None) -> BaseChange:

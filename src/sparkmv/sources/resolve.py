@@ -70,7 +70,7 @@ def read_pinned(
     if pinned.kind == "changelog":
         return refreshable.read_changes(spark, pinned)
     if pinned.kind == signed.SIGNED:
-        return signed.read(spark, pinned, lambda: _load(pinned, store))
+        return signed.read(spark, pinned, lambda: _load(pinned, store), store.warehouse if store else None)
     if pinned.catalog_properties is not None:
         return external_tables.read(spark, pinned, partitions)
     return iceberg.read(spark, pinned, partitions)

@@ -35,7 +35,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyiceberg.table import FileScanTask, Table
 
+from sparkmv.sources import change_cache
 from sparkmv.sources.pinned import PinnedPartition, PinnedTable
+from sparkmv.storage.warehouse import Location
 
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made
     from pyspark.sql import DataFrame, SparkSession
@@ -153,13 +155,19 @@ def _partition(tasks: list[FileScanTask], version: str) -> PinnedPartition:
 # -- reading ---------------------------------------------------------------------------------
 
 
-def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) -> DataFrame:
+def read(
+    spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table], cache_root: Location | None = None
+) -> DataFrame:
     """The signed rows of a ``signed`` change: the table's columns and :data:`SIGN_COLUMN`,
     netted per distinct row (a row both removed and added, as in a copy-on-write rewrite
     or a compaction, is not in the result).
 
     Args:
         load: loads the Iceberg table (called only when files with delete files are read).
+        cache_root: the warehouse whose :mod:`~sparkmv.sources.change_cache` holds the
+            netted rows of Iceberg changes: read from there when stored, else netted and
+            stored (then the netting runs now, not when the DataFrame is used). None:
+            netted on every read.
     """
     from pyspark.sql import functions as F
 
@@ -178,9 +186,15 @@ def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) ->
         both = all(any(k.startswith(s + "|") for k in parts) for s in "+-")
         rows = read_signed(spark, pinned)
         return _netted(rows, [f.name for f in schema.fields]) if both else rows
+    if cache_root is not None:
+        cached = change_cache.load(cache_root, pinned)
+        if cached is not None:
+            return _from_arrow(spark, cached, schema)
     if sum(p.bytes for p in parts.values()) <= ARROW_NETTING_BYTES:
         netted = _netted_in_arrow(pinned, load(), [f.name for f in schema.fields])
         if netted is not None:
+            if cache_root is not None:
+                change_cache.store(cache_root, pinned, netted)
             return _from_arrow(spark, netted, schema)
     frames = []
     for role, sign in ((ADDED, 1), (REMOVED, -1)):
@@ -195,7 +209,19 @@ def read(spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table]) ->
     rows = frames[0]
     for frame in frames[1:]:
         rows = rows.unionByName(frame)
-    return _netted(rows, [f.name for f in schema.fields]) if len(frames) > 1 else rows
+    netted = _netted(rows, [f.name for f in schema.fields]) if len(frames) > 1 else rows
+    return _stored(spark, netted, pinned, schema, cache_root) if cache_root is not None else netted
+
+
+def _stored(
+    spark: SparkSession, netted: DataFrame, pinned: PinnedTable, schema: StructType, cache_root: Location
+) -> DataFrame:
+    """``netted`` computed now and stored in the change cache, as a local relation; the
+    lazy ``netted`` itself when it has more rows than the cache keeps."""
+    rows = netted.limit(change_cache.MAX_ROWS + 1).toArrow()
+    if not change_cache.store(cache_root, pinned, rows):
+        return netted
+    return _from_arrow(spark, rows, schema)
 
 
 ARROW_NETTING_BYTES = 64 * 1024 * 1024

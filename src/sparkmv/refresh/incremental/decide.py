@@ -20,6 +20,7 @@ from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources import change_cache
 from sparkmv.sources.changes import APPEND, APPLICABLE, NOT_APPEND_ONLY, SIGNED, UNCHANGED, BaseChange, base_change
 from sparkmv.sources.delta_cdf import SOURCE_TEXT as FEED_TEXT
 from sparkmv.sources.delta_cdf import from_feed
@@ -155,7 +156,8 @@ def incremental_candidate(
         if table not in positions:
             why = f"no consumed position of base table '{table}' (the last refresh did not cover every change)"
             return Candidate("INCREMENTAL", False, None, why), {}
-        change = _change(rt, PinnedTable.from_json(positions[table]), new)
+        eager = mv.properties.refresh_mode == "AUTO" and analysis.keyed is None
+        change = _netted(rt, _change(rt, PinnedTable.from_json(positions[table]), new), eager)
         if change.kind == "not_append_only":
             read = [change_json(c) for c in [*changes.values(), change]]
             return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed", changes=read), {}
@@ -184,6 +186,27 @@ def _change(rt: Runtime, consumed: PinnedTable, new: PinnedTable) -> BaseChange:
 
         return base_change(consumed, new, load_table(name, new.catalog_properties))
     return base_change(consumed, new, rt.iceberg.load(name) if new.kind == "iceberg" else None)
+
+
+def _netted(rt: Runtime, change: BaseChange, eager: bool) -> BaseChange:
+    """``change`` measured by its netted rows when the change cache holds them
+    (:mod:`sparkmv.sources.change_cache`); when it does not and ``eager``, the change is
+    netted now and stored (it costs about one read of the rewritten files, which every
+    later MV over the same change then saves), so a copy-on-write delete of a few rows is
+    weighed as the few rows it is, not as the files it rewrote."""
+    delta = change.delta
+    if change.kind != SIGNED or delta is None or from_feed(delta) or any("|" in k for k in delta.partitions):
+        return change  # not an Iceberg change (Delta's are netted as they are read)
+    found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
+    if found is None and eager and rt.has_spark:
+        from sparkmv.sources.resolve import read_pinned
+
+        read_pinned(rt.spark, delta, store=rt.iceberg)  # nets and stores the change
+        found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
+    if found is None:
+        return change
+    rows, size = found
+    return replace(change, delta_bytes=size, netted_rows=rows)
 
 
 def _static_problem(rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis) -> str | None:
@@ -243,13 +266,22 @@ def _estimate(
     if compactions:
         parts.append(f"{compactions} compaction snapshot(s) skipped")
     base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
-    ratio = appended / base_bytes
+    ratio = sum(_changed_share(c, inp.pinned[t]) for t, c in changed.items()) / base_bytes
     limit = mv.properties.incremental_max_change_ratio
     read = [change_json(c) for _, c in sorted(changes.items())]
     if changed and ratio > limit and mv.properties.refresh_mode == "AUTO":
         why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
         return Candidate("INCREMENTAL", False, total, why, changes=read)
     return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
+
+
+def _changed_share(change: BaseChange, table: PinnedTable) -> float:
+    """The bytes of ``table`` the change amounts to: the files it reads, or for netted rows
+    (change cache) their share of the table's rows times its bytes."""
+    rows = sum(p.rows or 0 for p in table.partitions.values())
+    if change.netted_rows is None or not rows:
+        return change.delta_bytes
+    return change.netted_rows / rows * _bytes(table)
 
 
 def change_json(change: BaseChange) -> dict[str, Any]:
@@ -281,6 +313,11 @@ def change_text(change: BaseChange) -> str:
     >>> change_text(BaseChange("t", APPEND, None, old, old, 10, None))
     "base table 't': 10 bytes appended"
     """
+    if change.kind == SIGNED and change.netted_rows is not None:
+        return (
+            f"base table '{change.table}': {change.netted_rows} rows netted from +{change.delta_rows or 0} / "
+            f"-{change.rows_retracted} (signed change log, change cache: {size_text(change.delta_bytes)})"
+        )
     if change.kind == SIGNED:
         source = f", {FEED_TEXT}" if from_feed(change.delta) else ""
         return (

@@ -1,0 +1,99 @@
+"""The change cache (:mod:`sparkmv.sources.change_cache`): a copy-on-write delete's netted
+rows are computed once and read by every later MV over the same change.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from sparkmv.names import ObjectName
+from sparkmv.sources import change_cache
+from sparkmv.sources.pinned import PinnedPartition, PinnedTable
+from sparkmv.sources.signed import SIGN_COLUMN
+from tests.oracle import assert_mv_matches
+
+CHANGE = PinnedTable(
+    "default.t",
+    "signed",
+    "{}",
+    [],
+    {"+": PinnedPartition("+", ["/w/new.parquet"], 10), "-": PinnedPartition("-", ["/w/old.parquet"], 12)},
+    snapshot_id=7,
+    since_snapshot_id=5,
+)
+ROWS = pa.table({"k": ["a", "b"], SIGN_COLUMN: pa.array([-1, 1], pa.int32())})
+
+
+def test_an_entry_is_stored_once_and_read_back(tmp_path: Path) -> None:
+    assert change_cache.cached_rows(tmp_path, CHANGE) is None and change_cache.load(tmp_path, CHANGE) is None
+    assert change_cache.store(tmp_path, CHANGE, ROWS)
+    rows, size = change_cache.cached_rows(tmp_path, CHANGE) or (0, 0)
+    entry = tmp_path / change_cache.DIRECTORY / f"{change_cache.key(CHANGE)}.parquet"
+    assert rows == 2 and size == entry.stat().st_size
+    assert change_cache.load(tmp_path, CHANGE) == ROWS
+    other = dataclasses.replace(CHANGE, since_snapshot_id=6)
+    assert change_cache.cached_rows(tmp_path, other) is None, "another range is another entry"
+    assert [p.name for p in (tmp_path / change_cache.DIRECTORY).iterdir()] == [f"{change_cache.key(CHANGE)}.parquet"]
+
+
+def test_a_large_change_is_not_stored_and_old_entries_expire(tmp_path: Path, monkeypatch: Any) -> None:
+    monkeypatch.setattr(change_cache, "MAX_ROWS", 1)
+    assert not change_cache.store(tmp_path, CHANGE, ROWS)
+    assert change_cache.cached_rows(tmp_path, CHANGE) is None
+    monkeypatch.setattr(change_cache, "MAX_ROWS", 10)
+    stale = tmp_path / change_cache.DIRECTORY / "stale.parquet"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"x")
+    old = time.time() - change_cache.KEEP_SECONDS - 60
+    os.utime(stale, (old, old))
+    assert change_cache.store(tmp_path, CHANGE, ROWS)
+    assert not stale.exists(), "an entry older than KEEP_SECONDS is removed by the next write"
+    assert change_cache.cached_rows(tmp_path, CHANGE) is not None
+
+
+AGG = "SELECT k, sum(v) AS total, count(*) AS n FROM ice GROUP BY k"
+FILTERED = "SELECT k, v FROM ice WHERE v > 100"
+
+
+@pytest.mark.spark
+def test_the_second_mv_reads_the_netted_change_from_the_cache(make_client: Any, tmp_path: Path) -> None:
+    """A copy-on-write delete of two rows rewrites two of four files. AUTO nets the change
+    once while it weighs INCREMENTAL for the first MV and stores it; the second MV (strict
+    INCREMENTAL) then reads the stored rows: it still refreshes, exactly, with the rewritten
+    files gone from disk."""
+    client = make_client(tmp_path / "home")
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    client.runtime.iceberg.create_table(ObjectName.parse("ice"), schema, None)
+    ice = client.runtime.iceberg.load(ObjectName.parse("ice"))
+    for f in range(4):
+        ice.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": [f * 300 + i for i in range(300)]}, schema))
+    client.sql(f"CREATE MATERIALIZED VIEW mv1 REFRESH DEFERRED AS {AGG}")
+    strict = "PROPERTIES ('refresh_mode' = 'INCREMENTAL')"
+    client.sql(f"CREATE MATERIALIZED VIEW mv2 REFRESH DEFERRED {strict} AS {FILTERED}")
+    assert client.refresh("mv1").mode == "FULL" and client.refresh("mv2").mode == "FULL"
+    before = {t.file.file_path for t in ice.scan().plan_files()}
+    client.runtime.iceberg.load(ObjectName.parse("ice")).delete("v = 5 OR v = 905")
+    first = client.refresh("mv1", raise_on_failure=True)
+    incremental = next(c for c in first.candidates if c["mode"] == "INCREMENTAL")
+    assert "base table 'default.ice': 2 rows netted from +598 / -600 (signed change log, change cache" in (
+        incremental["reason"]
+    ), incremental
+    entries = list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))
+    assert len(entries) == 1, entries
+    after = {t.file.file_path for t in client.runtime.iceberg.load(ObjectName.parse("ice")).scan().plan_files()}
+    rewritten = before - after
+    assert len(rewritten) == 2, rewritten
+    for path in rewritten:  # as an expired snapshot's files would be
+        Path(path.removeprefix("file://")).unlink()
+    second = client.refresh("mv2", raise_on_failure=True)
+    assert (second.state, second.mode) == ("SUCCESS", "INCREMENTAL"), second
+    assert "2 rows netted from +598 / -600" in (second.reason or ""), second.reason
+    assert_mv_matches(client, "mv1", AGG)
+    assert_mv_matches(client, "mv2", FILTERED)
