@@ -82,8 +82,9 @@ def test_the_second_mv_reads_the_netted_change_from_the_cache(make_client: Any, 
     client.runtime.iceberg.load(ObjectName.parse("ice")).delete("v = 5 OR v = 905")
     first = client.refresh("mv1", raise_on_failure=True)
     incremental = next(c for c in first.candidates if c["mode"] == "INCREMENTAL")
-    assert "base table 'default.ice': 2 rows netted from +598 / -600 (signed change log, change cache" in (
-        incremental["reason"]
+    assert (
+        "base table 'default.ice': 2 rows netted from +598 / -600 (signed change log, change cache"
+        in (incremental["reason"])
     ), incremental
     entries = list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))
     assert len(entries) == 1, entries
