@@ -103,6 +103,15 @@ def _parse_conf(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print ``sparkmv <version>`` and exit 0 (before any other option acts)."""
+    if value:
+        from sparkmv import __version__
+
+        typer.echo(f"sparkmv {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
     home: Annotated[str | None, typer.Option(help="State directory (SPARKMV_HOME, default ./.sparkmv).")] = None,
@@ -119,6 +128,9 @@ def main_options(
     conf: Annotated[list[str] | None, typer.Option(help="Spark configuration key=value (repeatable).")] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and debug logs.")] = False,
     no_rewrite: NoRewriteOption = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Global options."""
     if master and remote:
