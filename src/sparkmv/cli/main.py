@@ -337,10 +337,11 @@ def ui(
 
     # The ui sits beside the cli (layer contract): loaded by name, as the demo is.
     server = importlib.import_module("sparkmv.ui.server")
+    create_app = importlib.import_module("sparkmv.ui.app").create_app
     server.check_catalog_exists(Settings.resolve(state.home, state.catalog_url).catalog_url)
     client = state.client(recover=False)  # recovery would start Spark: the scheduler does it
     server.serve(
-        lambda token: client.ui_app(allow_actions=allow_actions, token=token),
+        lambda token: create_app(client, allow_actions=allow_actions, token=token),
         host,
         port,
         allow_actions,

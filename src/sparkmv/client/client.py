@@ -277,8 +277,8 @@ class Client:
                 CANCELLED (its ``run`` attribute is the run).
         """
         from sparkmv.refresh.context import check_request
-        from sparkmv.refresh.jobs.mv import refresh_mv
         from sparkmv.refresh.planner import RefreshRequest
+        from sparkmv.refresh.run_now import refresh_mv
 
         mv = _object_name(name)
         check_request(self.runtime.catalog, self.runtime.iceberg, mv, start, end)
@@ -316,7 +316,7 @@ class Client:
             The finished run; a FAILED or CANCELLED run is returned unless
             ``raise_on_failure``, which raises :class:`RefreshFailedError` instead.
         """
-        from sparkmv.refresh.jobs.reload import reload_table
+        from sparkmv.refresh.run_now import reload_table
 
         run = reload_table(self.runtime, _object_name(name), Trigger.MANUAL, progress)
         return check_run(run) if raise_on_failure else run
@@ -397,20 +397,6 @@ class Client:
                 }
                 for c in self.runtime.catalog.runs.chunks(s, run_id)
             ]
-
-    def ui_app(self, allow_actions: bool = False, token: str | None = None) -> Any:
-        """The ``sparkmv ui`` web application over this client's catalog, as an ASGI app
-        (Starlette) to serve with any ASGI server or mount in another app.
-
-        Args:
-            allow_actions: offer refresh, cancel, pause and resume (POST carrying ``token``).
-            token: the token actions must carry (default: a new random one,
-                ``app.state.ui.token``).
-        """
-        import importlib
-
-        # The ui is a front end above the client (layer contract): loaded by name.
-        return importlib.import_module("sparkmv.ui.app").create_app(self, allow_actions, token)
 
     @property
     def spark(self) -> SparkSession:
