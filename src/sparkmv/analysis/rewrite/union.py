@@ -20,6 +20,7 @@ caller (:mod:`sparkmv.services.compensation`, through the refresh planner); this
 renders it, with typed literals (:func:`sparkmv.analysis.query.partition_literal`).
 
 >>> from sparkmv.analysis.rewrite.shape import MvCandidate
+>>> from sparkmv.names import ObjectName
 >>> stale = StalePartitions("m", "string", ("1995-02", None), "SELECT m, sum(q) AS s FROM li GROUP BY m",
 ...     (BaseFilter(ObjectName("default", "li"), "m", "string", ("1995-02",)),))
 >>> mv = MvCandidate(ObjectName("default", "by_m"), "", (("m", "string"), ("s", "bigint")), stale=stale)
