@@ -125,3 +125,23 @@ def test_python_project(client: Any, sales: Path, tmp_path: Path) -> None:
     assert states(third)["py_totals"] == ("SUCCESS", "FULL")
     assert third.results[0].rows == 4
     assert_mv_matches(client, "py_busy", "SELECT m, total FROM py_totals WHERE n >= 2")
+
+
+def test_failed_dataset_is_isolated(client: Any, sales: Path, tmp_path: Path) -> None:
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    defs = {
+        "good.sql": "CREATE MATERIALIZED VIEW good AS SELECT m, count(*) AS n FROM sales GROUP BY m",
+        "bad.sql": "CREATE MATERIALIZED VIEW bad AS SELECT m, no_such_column FROM sales;\n"
+        "CREATE MATERIALIZED VIEW after_bad AS SELECT m FROM bad",
+    }
+    spec = write_project(tmp_path / "f", defs)
+    result = run_pipeline(client, load_project(spec))
+    assert result.state == "FAILED"
+    assert states(result) == {
+        "bad": ("FAILED", None),
+        "after_bad": ("NOT RUN", None),
+        "good": ("SUCCESS", "FULL"),
+    }
+    assert "no_such_column" in (result.results[0].reason or "")
+    assert [s.name for s in client.status()] == ["good"]  # the failed new MV was not left behind
+    assert_mv_matches(client, "good", "SELECT m, count(*) AS n FROM sales GROUP BY m")

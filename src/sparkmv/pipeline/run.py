@@ -46,7 +46,7 @@ class DatasetResult:
     state: str  # SUCCESS, SKIPPED, FAILED, NOT RUN, EXCLUDED
     technique: str | None = None  # FULL, PCT, INCREMENTAL, SKIP
     reason: str | None = None
-    rows: int | None = None
+    rows: int | None = None  # rows of the dataset after the run
     started: datetime | None = None
     finished: datetime | None = None
     run_id: int | None = None
@@ -195,9 +195,15 @@ def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> D
     if note:
         reason = f"{note}; {reason}" if reason else note
     state = "FAILED" if run.state == "CANCELLED" else run.state
-    return DatasetResult(
-        ds.name, "sql", state, run.mode, reason, run.rows_written, run.started, run.finished, run.run_id
-    )
+    rows = _table_rows(client, ds.name) if state != "FAILED" else None
+    return DatasetResult(ds.name, "sql", state, run.mode, reason, rows, run.started, run.finished, run.run_id)
+
+
+def _table_rows(client: Client, name: ObjectName) -> int | None:
+    """Rows of the current snapshot of MV ``name``'s Iceberg table (its summary's total)."""
+    snap = client.runtime.iceberg.load(name).current_snapshot()
+    total = snap.summary.get("total-records") if snap is not None and snap.summary is not None else None
+    return int(total) if total is not None else 0 if snap is None else None
 
 
 def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:

@@ -62,7 +62,8 @@ class PipelineSpec:
         for pattern in self.libraries:
             found = sorted(p for p in self.root.glob(pattern) if p.is_file() and "__pycache__" not in p.parts)
             if not found:
-                raise PipelineSpecError(f"{self.path}: glob `{pattern}` in libraries matches no file")
+                written = pattern.removesuffix("/*") if pattern.endswith("/**/*") else pattern
+                raise PipelineSpecError(f"{self.path}: glob `{written}` in libraries matches no file")
             for p in found:
                 if p.suffix not in (".py", ".sql"):
                     raise PipelineSpecError(
