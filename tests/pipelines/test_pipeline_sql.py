@@ -98,32 +98,40 @@ spark = SparkSession.active()
 
 @dp.temporary_view
 def priced() -> DataFrame:
-    return spark.table("sales").where("amount > 1")
+    return spark.table("big")
 
 @dp.materialized_view(comment="python totals")
 def py_totals() -> DataFrame:
     return spark.table("priced").groupBy("m").agg(F.sum("amount").alias("total"), F.count("*").alias("n"))
 """
-SQL_OVER_PY = "CREATE MATERIALIZED VIEW py_busy AS SELECT m, total FROM py_totals WHERE n >= 2"
+# py_busy reads the Python MV; the Python MV reads (through its temporary view) the SQL MV big:
+# an edge found only when its function runs (big is refreshed first)
+SQL_OVER_PY = """CREATE MATERIALIZED VIEW py_busy AS SELECT m, total FROM py_totals WHERE n >= 2;
+CREATE MATERIALIZED VIEW big PARTITIONED BY (m) AS SELECT m, id, amount FROM sales WHERE amount > 1"""
 
 
 def test_python_project(client: Any, sales: Path, tmp_path: Path) -> None:
     client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
     spec = write_project(tmp_path / "py", {"defs.py": PYTHON, "busy.sql": SQL_OVER_PY})
     first = run_pipeline(client, load_project(spec, lambda: client.spark))
-    assert states(first) == {"py_totals": ("SUCCESS", "FULL"), "py_busy": ("SUCCESS", "FULL")}, first
+    assert [r.name.name for r in first.results] == ["big", "py_totals", "py_busy"]
+    assert states(first) == {
+        "big": ("SUCCESS", "FULL"),
+        "py_totals": ("SUCCESS", "FULL"),
+        "py_busy": ("SUCCESS", "FULL"),
+    }
     expected = sorted((r["m"], r["total"], r["n"]) for r in client.sql(BY_MONTH).collect())
     got = sorted((r["m"], r["total"], r["n"]) for r in client.table("py_totals").collect())
     assert got == expected and len(got) == 3
     assert_mv_matches(client, "py_busy", "SELECT m, total FROM py_totals WHERE n >= 2")
 
     second = run_pipeline(client, load_project(spec, lambda: client.spark))
-    assert states(second) == {"py_totals": ("SKIPPED", "SKIP"), "py_busy": ("SKIPPED", "SKIP")}
+    assert {r.state for r in second.results} == {"SKIPPED"}
 
     write_partition(sales, "m", "2024-04", {"id": [7, 8], "amount": [3.0, 4.0]})
     third = run_pipeline(client, load_project(spec, lambda: client.spark))
     assert states(third)["py_totals"] == ("SUCCESS", "FULL")
-    assert third.results[0].rows == 4
+    assert third.results[1].rows == 4 and "an input changed" in (third.results[1].reason or "")
     assert_mv_matches(client, "py_busy", "SELECT m, total FROM py_totals WHERE n >= 2")
 
 
@@ -145,3 +153,23 @@ def test_failed_dataset_is_isolated(client: Any, sales: Path, tmp_path: Path) ->
     assert "no_such_column" in (result.results[0].reason or "")
     assert [s.name for s in client.status()] == ["good"]  # the failed new MV was not left behind
     assert_mv_matches(client, "good", "SELECT m, count(*) AS n FROM sales GROUP BY m")
+
+    # the definitions fixed and one query changed: the changed MV is created again, the rest built
+    (tmp_path / "f" / "transformations" / "bad.sql").write_text(
+        "CREATE MATERIALIZED VIEW bad AS SELECT m, id FROM sales;\n"
+        "CREATE MATERIALIZED VIEW after_bad AS SELECT m FROM bad"
+    )
+    (tmp_path / "f" / "transformations" / "good.sql").write_text(
+        "CREATE MATERIALIZED VIEW good AS SELECT m, max(id) AS top FROM sales GROUP BY m"
+    )
+    fixed = run_pipeline(client, load_project(spec))
+    assert fixed.state == "COMPLETED"
+    assert {r.name.name: r.state for r in fixed.results} == {
+        "bad": "SUCCESS",
+        "after_bad": "SUCCESS",
+        "good": "SUCCESS",
+    }
+    good = next(r for r in fixed.results if r.name.name == "good")
+    assert (good.reason or "").startswith("definition changed: dropped and created again")
+    assert_mv_matches(client, "good", "SELECT m, max(id) AS top FROM sales GROUP BY m")
+    assert_mv_matches(client, "after_bad", "SELECT m FROM sales")
