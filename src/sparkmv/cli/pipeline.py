@@ -80,7 +80,8 @@ def run_command(
     console.print(f"run is {result.state}: {counts or 'no materialized view'}", highlight=False, soft_wrap=True)
     if result.state == "FAILED":
         failed = next(r for r in result.results if r.state == "FAILED")
-        raise SparkMvError(f"pipeline {project.spec.name} FAILED: {failed.name.display}: {failed.reason}")
+        where = project.graph.datasets[failed.name].where
+        raise SparkMvError(f"pipeline {project.spec.name} FAILED: {failed.name.display} ({where}): {failed.reason}")
 
 
 def _print_result(r: DatasetResult) -> None:
