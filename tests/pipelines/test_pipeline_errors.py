@@ -162,3 +162,14 @@ def test_cli_errors_dry_run_and_init(tmp_path: Path) -> None:
     assert f"storage: file://{(tmp_path / 'proj' / 'pipeline-storage').resolve()}\n" in spec
     out = sparkmv(tmp_path, "pipeline", "init", "proj")
     assert out.returncode == 1 and "error: Directory 'proj' already exists." in out.stderr
+
+
+def test_selection_names_datasets_of_the_pipeline(tmp_path: Path) -> None:
+    from sparkmv.names import ObjectName
+    from sparkmv.pipeline.project import selection
+
+    p = load_project(project(tmp_path, GOOD_SPEC.replace("name: p", "name: p\ndatabase: Sales"), {"b.sql": MV_B}))
+    assert selection(p, ["b", "sales.b"]) == {ObjectName("sales", "b")}
+    assert p.queries[ObjectName("sales", "b")] == "SELECT id FROM sales.src"  # read in the spec's database
+    with pytest.raises(SparkMvError, match=r"^nope: no dataset of that name in pipeline p$"):
+        selection(p, ["nope"])
