@@ -349,6 +349,16 @@ def ui(
     )
 
 
+def _add_pipeline_commands() -> None:
+    """``sparkmv pipeline ...`` (in :mod:`sparkmv.cli.pipeline`)."""
+    from sparkmv.cli.pipeline import pipeline_app
+
+    app.add_typer(pipeline_app, name="pipeline")
+
+
+_add_pipeline_commands()
+
+
 def _print_flushed(line: str) -> None:
     """Print a line at once, also into a pipe (whoever started the server waits for it)."""
     console.print(line, highlight=False, markup=False, soft_wrap=True)
