@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 try:  # recent typer vendors click and raises its own copies of click's exceptions
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer runs on click itself
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[assignment,no-redef]
 
+from sparkmv.cli.session import console, err_console, state
 from sparkmv.errors import InputFileError, ScriptError, SparkMvError
 
 if TYPE_CHECKING:
@@ -36,42 +36,6 @@ app = typer.Typer(
     help="Materialized views that stay fresh on Spark.",
     pretty_exceptions_enable=False,  # main() prints every error as one line
 )
-console = Console()
-if not console.is_terminal:
-    console = Console(width=160)  # logs and pipes: do not wrap tables at 80 columns
-err_console = Console(stderr=True)
-
-
-class _State:
-    """Global options of one invocation (set by the callback, read by commands)."""
-
-    def __init__(self) -> None:
-        self.home: str | None = None
-        self.catalog_url: str | None = None
-        self.master: str | None = None
-        self.remote: str | None = None
-        self.conf: dict[str, str] = {}
-        self.debug = False
-        self.rewrite = True
-        self._client: Client | None = None
-
-    def client(self, recover: bool = True) -> Client:
-        if self._client is None:
-            from sparkmv.client.client import Client
-
-            self._client = Client(
-                self.home,
-                self.catalog_url,
-                master=self.master,
-                conf=self.conf,
-                recover=recover,
-                remote=self.remote,
-                rewrite=self.rewrite,
-            )
-        return self._client
-
-
-state = _State()
 
 
 class OutputFormat(StrEnum):

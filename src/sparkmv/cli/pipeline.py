@@ -34,7 +34,7 @@ def _names(values: list[str] | None) -> list[str]:
 
 
 def _load(spec: Path | None, start_spark: bool) -> Project:
-    from sparkmv.cli.main import state
+    from sparkmv.cli.session import state
     from sparkmv.pipeline.project import load_project
     from sparkmv.pipeline.spec import find_spec, load_spec
 
@@ -56,7 +56,7 @@ def run_command(
 ) -> None:
     """Refresh the pipeline's materialized views in dependency order: each atomically, SKIPPED
     when nothing it reads changed, PCT or INCREMENTAL when AUTO picks them."""
-    from sparkmv.cli.main import console, state
+    from sparkmv.cli.session import console, state
     from sparkmv.pipeline.project import selection
     from sparkmv.pipeline.run import run_pipeline
 
@@ -86,7 +86,7 @@ def run_command(
 
 def _print_result(r: DatasetResult) -> None:
     """One report line: start, end, dataset, state, technique, rows, reason."""
-    from sparkmv.cli.main import console
+    from sparkmv.cli.session import console
 
     when = f"{_time(r.started)} -> {_time(r.finished)}"
     rows = f"rows {r.rows}" if r.rows is not None else "rows -"
@@ -103,7 +103,7 @@ def _time(value: object) -> str:
 def dry_run_command(spec: SpecOption = None) -> None:
     """Validate the project and print its dataset graph in dependency order; nothing is written
     (Python definitions are loaded with Spark started, as SDP does)."""
-    from sparkmv.cli.main import console
+    from sparkmv.cli.session import console
 
     project = _load(spec, start_spark=True)
     graph = project.graph
@@ -123,7 +123,7 @@ def dry_run_command(spec: SpecOption = None) -> None:
 @pipeline_app.command("init")
 def init_command(name: Annotated[str, typer.Argument(help="Project name (a new directory here).")]) -> None:
     """Create a sample project: the same skeleton as ``spark-pipelines init``."""
-    from sparkmv.cli.main import console
+    from sparkmv.cli.session import console
     from sparkmv.pipeline.init import init_project
 
     init_project(name, Path.cwd())
