@@ -22,6 +22,7 @@ from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import MATERIALIZED_VIEW, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
 from sparkmv.sql.cursor import Cursor
+from sparkmv.sql.parser import properties_clause
 from sparkmv.sql.script import shift_position, split_statements
 
 
@@ -91,23 +92,8 @@ def _clauses(c: Cursor, ds: Dataset) -> None:
         elif c.accept("COMMENT"):
             ds.comment = c.string()
         elif mv and c.accept("TBLPROPERTIES"):
-            ds.properties.update(_properties(c))
+            ds.properties.update(properties_clause(c))
         elif c.peek("CLUSTER", "BY"):
             raise SparkMvError("CLUSTER BY is not supported by sparkmv pipeline")
         else:
             raise c.error("PARTITIONED BY, COMMENT, TBLPROPERTIES or AS" if mv else "COMMENT or AS")
-
-
-def _properties(c: Cursor) -> dict[str, str]:
-    """``('k' = 'v', ...)`` (keys quoted or dotted identifiers)."""
-    c.expect("(")
-    props: dict[str, str] = {}
-    while True:
-        key = c.string() if c.i < len(c.words) and c.words[c.i].is_string else c.ident()
-        while c.accept("."):
-            key += "." + c.ident()
-        c.expect("=")
-        props[key] = c.string()
-        if c.accept(")"):
-            return props
-        c.expect(",")
