@@ -255,9 +255,15 @@ def test_outer_join_plan_is_explained() -> None:
             "SELECT t.k AS k, j AS j FROM t JOIN u ON t.id = u.id",
         ),
         ("SELECT k, v FROM t QUALIFY rank() OVER (PARTITION BY k ORDER BY v) = 1", ("k",), "SELECT k AS k FROM t"),
+        (
+            "WITH r AS (SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS n FROM t) SELECT k, v FROM r WHERE n = 1",
+            ("k",),
+            "SELECT k AS k FROM t",
+        ),
     ],
 )
 def test_window_plan(sql: str, keys: tuple[str, ...], key_sql: str) -> None:
+    assert analyze_incremental(parse_query(sql)).technique == "affected-key recomputation"
     plan = keyed_plan(parse_query(sql))
     assert isinstance(plan, KeyedPlan), plan
     assert (plan.keys, plan.key_sql) == (keys, key_sql)

@@ -33,8 +33,9 @@ _RIGHT = (
     "SELECT f.p, d.label, count(*) AS n, count(DISTINCT f.k) AS nk, max(f.v) AS mx "
     "FROM dim d RIGHT JOIN fact f ON f.k = d.k GROUP BY f.p, d.label"
 )
+# The FULL join is a plain projection: its rows (duplicates included) are keyed by every column.
 _FULL = (
-    "SELECT DISTINCT d.label, f.p, f.k AS fk, d.r FROM fact f FULL OUTER JOIN dim d "
+    "SELECT d.label, f.p, f.k AS fk, d.r FROM fact f FULL OUTER JOIN dim d "
     "ON f.k = d.k AND d.r IS NOT NULL WHERE f.v IS NULL OR f.v <> 0"
 )
 _LATEST = (

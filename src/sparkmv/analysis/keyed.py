@@ -96,14 +96,16 @@ class KeyedPlan:
 
 def is_keyed_shape(query: exp.Query) -> bool:
     """True for a SELECT (after its CTEs) with ``GROUP BY`` or ``DISTINCT``, or a projection
-    with a subquery predicate (every output column is then a key, TPC-H Q2): the queries
-    affected-key recomputation is for, whose refusal reason is its own."""
+    with a subquery predicate (every output column is then a key, TPC-H Q2), or over an outer
+    join, or with window functions (in the query or the derived table it reads, CTEs
+    inlined): the queries affected-key recomputation is for, whose refusal reason is its own."""
     select = query.this if isinstance(query, exp.Subquery) else query
+    inlined = inline_ctes(select) if isinstance(select, exp.Select) and select.args.get("with_") else select
     return isinstance(select, exp.Select) and (
         select.args.get("group") is not None
         or select.args.get("distinct") is not None
         or (not any(_has_aggregate(e) for e in select.expressions) and bool(predicates(select)))
-        or windowed_select(select) is not None
+        or (isinstance(inlined, exp.Select) and windowed_select(inlined) is not None)
         or has_outer_join(select)
     )
 
