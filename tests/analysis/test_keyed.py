@@ -256,7 +256,8 @@ def test_outer_join_plan_is_explained() -> None:
         ),
         ("SELECT k, v FROM t QUALIFY rank() OVER (PARTITION BY k ORDER BY v) = 1", ("k",), "SELECT k AS k FROM t"),
         (
-            "WITH r AS (SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS n FROM t) SELECT k, v FROM r WHERE n = 1",
+            "WITH r AS (SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS n FROM t) "
+            "SELECT k, v FROM r WHERE n = 1",
             ("k",),
             "SELECT k AS k FROM t",
         ),
