@@ -6,7 +6,8 @@ through appends to both sides in one run, copy-on-write deletes and updates (a r
 another group) of Iceberg base tables written by an outside writer; after every refresh each
 MV equals DuckDB's result of its query over what pyiceberg reads now.
 
-The writes are the seeded steps of :mod:`tests.differential.test_signed` after an append step.
+The writes are the first two seeded steps of :mod:`tests.differential.test_signed` after an
+append step.
 """
 
 from __future__ import annotations
@@ -84,7 +85,8 @@ def test_outer_join_and_window_mvs_follow_appends_deletes_and_updates(make_clien
         world.append("fact", 6)
         world.append("dim", 3)
 
-    for step, change in [("an append to both sides", appended), *_steps(world)]:
+    # The seeded steps but the last (fact emptied, covered by test_keyed): the test stays short.
+    for step, change in [("an append to both sides", appended), *_steps(world)[:2]]:
         change()
         for mv, tables in MVS:
             run = check(client, world, mv, tables, "INCREMENTAL", step)
