@@ -71,6 +71,7 @@ def test_linear_aggregates_keep_the_delta_rules() -> None:
 
 
 WHY = "is not incrementally maintainable"
+IN_FROM_ONLY = "an outer join is maintained in the query's own FROM only, not inside a derived table or subquery"
 
 
 @pytest.mark.parametrize(
@@ -90,7 +91,7 @@ WHY = "is not incrementally maintainable"
         ),
         (
             "SELECT k, count(*) AS n FROM t WHERE EXISTS (SELECT 1 FROM u LEFT JOIN v ON u.a = v.a) GROUP BY k",
-            f"LEFT JOIN v {WHY}: outer joins are not maintained",
+            f"LEFT JOIN v {WHY}: " + IN_FROM_ONLY,
         ),
         (
             "SELECT k, count(*) AS n FROM t WHERE t.a = 1 OR t.b IN (SELECT b FROM u LIMIT 1) GROUP BY k",
@@ -300,7 +301,7 @@ def test_window_plan(sql: str, keys: tuple[str, ...], key_sql: str) -> None:
         ),
         (
             "SELECT s.k, count(*) AS n FROM (SELECT t.k FROM t LEFT JOIN u ON t.k = u.k) s GROUP BY s.k",
-            f"LEFT JOIN u {WHY}: outer joins are not maintained",
+            f"LEFT JOIN u {WHY}: " + IN_FROM_ONLY,
         ),
         (
             "SELECT c.k, count(*) AS n FROM c LEFT JOIN o USING (k) GROUP BY c.k",

@@ -51,7 +51,7 @@ from sparkmv.analysis.constructs import (
     source_problem,
     unparen,
 )
-from sparkmv.analysis.outer import has_outer_join, join_sources, outer_terms
+from sparkmv.analysis.outer import has_outer_join, is_outer, join_sources, outer_terms
 from sparkmv.analysis.query import DIALECT
 from sparkmv.analysis.subqueries import (
     conjunct_of,
@@ -306,6 +306,13 @@ def _relation_problem(select: exp.Select, subqueries_allowed: bool = True, outer
     filters. A base table may be read more than once (each reference is its own input of
     the delta rule); the keyed SELECT's own joins may be outer when ``outer_allowed``
     (:mod:`sparkmv.analysis.outer`)."""
+    outer = next((j for j in select.args.get("joins") or [] if is_outer(j)), None)
+    if outer is not None and not outer_allowed:
+        bare = outer.copy()
+        bare.set("on", None)
+        bare.set("using", None)
+        why = "an outer join is maintained in the query's own FROM only, not inside a derived table or subquery"
+        return not_maintainable(bare.sql(dialect=DIALECT, normalize_functions="lower").strip(), why)
     sources, problem = join_sources(select) if outer_allowed else inner_join_sources(select)
     if problem:
         return problem
