@@ -49,7 +49,7 @@ from sparkmv.analysis.constructs import (
 )
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.keyed import TECHNIQUE, KeyedPlan, is_keyed_shape, keyed_plan
-from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name
+from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
 from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName, is_hidden_column
 
@@ -180,10 +180,12 @@ def maintenance_plan(analysis: IvmAnalysis) -> list[str]:
         state = ", ".join(analysis.state_columns)
         return [*lines, f"  state columns: {state}"] if state else lines
     keys = ", ".join(analysis.keyed.keys)
-    lines += [
-        f"  recomputes the groups of keys ({keys}) touched by the change, read from:",
-        f"    the grouped relation: {analysis.keyed.key_sql}",
-    ]
+    lines.append(f"  recomputes the groups of keys ({keys}) touched by the change, read from:")
+    if not analysis.keyed.outer_terms:
+        lines.append(f"    the grouped relation: {analysis.keyed.key_sql}")
+    for sql, mask in analysis.keyed.outer_terms:
+        names = [str(name) for name, own in zip(table_occurrences(parse_query(sql)), mask, strict=True) if own]
+        lines.append(f"    outer join, delta of {', '.join(names)}: {sql}")
     lines += [f"    subquery {i}: {sql}" for i, (sql, _) in enumerate(analysis.keyed.subquery_terms, 1)]
     return lines
 
