@@ -282,11 +282,35 @@ def net_arrow(rows: pa.Table) -> pa.Table | None:
 
 
 def netted(rows: DataFrame, columns: list[str]) -> DataFrame:
-    """One signed row per unit of each distinct row's net count (+n: n rows of sign +1)."""
+    """One signed row per unit of each distinct row's net count (+n: n rows of sign +1).
+
+    A copy-on-write rewrite retracts and adds back millions of rows to change a few, and
+    grouping every column of them shuffles them whole. So the rows are first grouped by a
+    64-bit hash of the row (with each column's NULL flag, so ``(1, NULL)`` and ``(NULL, 1)``
+    differ): a bucket whose signs sum to 0 and whose rows agree on a second, independent
+    64-bit hash holds one row added back as often as it was retracted, and is dropped; only
+    the rows of the other buckets (the few changed) are netted exactly by every column.
+    A changed row is lost only if it shares both hashes with another changed row of the
+    opposite sign (a 128-bit collision).
+    """
     from pyspark.sql import functions as F
 
     quoted = [F.col(f"`{c}`") for c in columns]
-    n = rows.groupBy(*quoted).agg(F.sum(SIGN_COLUMN).alias("__smv_n")).where(F.col("__smv_n") != 0)
+    flagged = [part for c in quoted for part in (c, c.isNull())]
+    hashed = rows.select(
+        *quoted,
+        F.col(SIGN_COLUMN),
+        F.xxhash64(*flagged).alias("__smv_h1"),
+        F.xxhash64(F.lit("sparkmv"), *flagged).alias("__smv_h2"),
+    )
+    changed = (
+        hashed.groupBy("__smv_h1")
+        .agg(F.sum(SIGN_COLUMN).alias("__smv_n"), F.min("__smv_h2").alias("lo"), F.max("__smv_h2").alias("hi"))
+        .where((F.col("__smv_n") != 0) | (F.col("lo") != F.col("hi")))
+        .select("__smv_h1")
+    )
+    candidates = hashed.join(changed, "__smv_h1", "left_semi").select(*quoted, F.col(SIGN_COLUMN))
+    n = candidates.groupBy(*quoted).agg(F.sum(SIGN_COLUMN).alias("__smv_n")).where(F.col("__smv_n") != 0)
     ones = F.explode(F.array_repeat(F.signum("__smv_n").cast("int"), F.abs("__smv_n").cast("int")))
     return n.select(*quoted, ones.alias(SIGN_COLUMN))
 
