@@ -12,12 +12,15 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
+from pyiceberg.table import Table
+
 from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
+from sparkmv.refresh.incremental.pruned import joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.changes import APPEND, APPLICABLE, NOT_APPEND_ONLY, SIGNED, UNCHANGED, BaseChange, base_change
@@ -220,7 +223,8 @@ def _estimate(
     :mod:`sparkmv.refresh.incremental.candidates`)."""
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
-    joined = sum(_bytes(inp.pinned[o]) for t in changed for o in inp.pinned if o != t)
+    join = joined_bytes(analysis, inp.pinned, changed, lambda p: _iceberg_table(rt, p))
+    joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
     keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
@@ -231,7 +235,10 @@ def _estimate(
         parts.insert(0, f"{analysis.technique} of the group keys ({', '.join(analysis.keyed.keys)})")
     if keyed:
         parts.append(f"recomputes the touched groups from the new input filtered by their keys (~{size_text(keyed)})")
-    if joined:
+    if join.pruned_on:
+        on = ", ".join(join.pruned_on)
+        parts.append(f"joins {size_text(joined)} of {size_text(join.whole)} (min/max pruning on {on})")
+    elif joined:
         parts.append(f"joins {size_text(joined)}")
     if rewritten:
         parts.append(f"rewrites ~{size_text(rewritten)} of the MV")
@@ -250,6 +257,19 @@ def _estimate(
         why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
         return Candidate("INCREMENTAL", False, total, why, changes=read)
     return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
+
+
+def _iceberg_table(rt: Runtime, pinned: PinnedTable) -> Table | None:
+    """The Iceberg table of a pinned base table (of sparkmv's catalog or an external one);
+    None for other kinds."""
+    if pinned.kind not in ("iceberg", "refreshable") or pinned.snapshot_id is None:
+        return None
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    if pinned.catalog_properties is not None:
+        from sparkmv.sources.external import load_table
+
+        return load_table(name, pinned.catalog_properties)
+    return rt.iceberg.load(name)
 
 
 def change_json(change: BaseChange) -> dict[str, Any]:
