@@ -74,7 +74,8 @@ def joined_bytes(
                 total += _bytes(pinned[other])
             else:
                 total += size
-                pruned_on.update(r.source for r in mine)
+                if size < _bytes(pinned[other]):
+                    pruned_on.update(r.source for r in mine)
     return Joined(total, whole, tuple(sorted(pruned_on)))
 
 

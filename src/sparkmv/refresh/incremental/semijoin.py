@@ -14,8 +14,8 @@ says where that is sound), ``Tj`` is read filtered by the values ``ΔTi`` holds 
 - none (an empty delta, or NULL keys only): no row of ``Tj`` can match; ``FALSE``.
 
 NULL keys never match an equi-join, so they are left out. Columns of types without exact
-literals (:func:`~sparkmv.refresh.incremental.delta.literal_safe`: timestamps, nested
-types) are not reduced. A delta of more than :data:`MAX_DELTA_ROWS` known rows is not
+literals (timestamps, nested types) or of floating point are not reduced
+(:func:`_literal_type`). A delta of more than :data:`MAX_DELTA_ROWS` known rows is not
 reduced (collecting its values would cost about what the reduction saves).
 """
 
@@ -69,39 +69,50 @@ class Reducer:
         names = {ObjectName.parse(t, allow_reserved=True): t for t in frames}
         columns = {n: column_types(frames[t]) for n, t in names.items()}
         changed_name = ObjectName.parse(changed, allow_reserved=True)
+        found = [r for r in reductions(query, changed_name, columns) if _literal_type(columns[changed_name][r.source])]
+        if not found:
+            return {}
+        values = self._collect(changed, sorted({r.source for r in found}), frames[changed])
         out: dict[str, tuple[str, Column]] = {}
-        for r in reductions(query, changed_name, columns):
-            if not _literal_type(columns[changed_name][r.source]):
-                continue
-            kind, values = self._collect(changed, r.source, frames[changed])
+        for r in found:
             table = names[r.target]
-            text, cond = _condition(r, kind, values)
+            text, cond = _condition(r, *values[r.source])
             if table in out:
                 text, cond = f"{out[table][0]} AND {text}", out[table][1] & cond
             out[table] = (text, cond)
         return out
 
-    def _collect(self, table: str, column: str, delta: DataFrame) -> tuple[str, list[object]]:
-        """("in", distinct values) or ("range", [min, max]) of ``column`` in ``delta``
-        (NULLs left out; an empty list when none)."""
-        key = (table, column)
-        if key not in self.values:
-            c = F.col(_q(column))
-            found = delta.select(c).where(c.isNotNull()).distinct().limit(MAX_IN_VALUES + 1).collect()
-            if len(found) <= MAX_IN_VALUES:
-                self.values[key] = ("in", sorted(r[0] for r in found))
+    def _collect(self, table: str, columns: list[str], delta: DataFrame) -> dict[str, tuple[str, list[object]]]:
+        """Column -> ("in", its distinct values) or ("range", [min, max]) in ``delta``
+        (NULLs left out; an empty list when none), for each of ``columns``: one Spark job
+        over the delta for all of them (the distinct tuples, at most :data:`MAX_IN_VALUES`
+        of them), a second one (their minimums and maximums) when there are more."""
+        wanted = [c for c in columns if (table, c) not in self.values]
+        if wanted:
+            cols = [F.col(_q(c)) for c in wanted]
+            some = cols[0].isNotNull()
+            for col in cols[1:]:
+                some = some | col.isNotNull()
+            rows = delta.select(*cols).where(some).distinct().limit(MAX_IN_VALUES + 1).collect()
+            if len(rows) <= MAX_IN_VALUES:
+                for i, c in enumerate(wanted):
+                    self.values[(table, c)] = ("in", sorted({r[i] for r in rows if r[i] is not None}))
             else:
-                row = delta.agg(F.min(c), F.max(c)).first()
-                self.values[key] = ("range", [row[0], row[1]] if row is not None else [])
-        return self.values[key]
+                row = delta.agg(*[f(col) for col in cols for f in (F.min, F.max)]).first()
+                for i, c in enumerate(wanted):
+                    bounds = [row[2 * i], row[2 * i + 1]] if row is not None and row[2 * i] is not None else []
+                    self.values[(table, c)] = ("range", bounds)
+        return {c: self.values[(table, c)] for c in columns}
 
 
 def _literal_type(kind: object) -> bool:
-    """Types whose collected values make exact literals (numbers, decimals, strings, dates,
-    booleans): no timestamp, binary or nested type."""
+    """Types whose collected values make exact literals that match as the join does
+    (integers, decimals, strings, dates, booleans): no timestamp (PySpark turns it into a
+    local-time datetime), binary or nested type, and no float / double (a join equates
+    ``-0.0`` and ``0.0``, which Parquet statistics may tell apart)."""
     if not isinstance(kind, str):
         return False
-    return not kind.startswith(("timestamp", "binary")) and kind not in ("void", "variant")
+    return not kind.startswith(("timestamp", "binary")) and kind not in ("void", "variant", "float", "double")
 
 
 def _condition(r: Reduction, kind: str, values: list[object]) -> tuple[str, Column]:
