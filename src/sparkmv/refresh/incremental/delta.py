@@ -20,6 +20,7 @@ from its stored sum and count, and a SUM over only NULLs stays NULL (its non-NUL
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 
+log = logging.getLogger("sparkmv.refresh")
 _views = itertools.count()
 SIGNED_KINDS = ("changelog", "signed")
 """Kinds of a delta PinnedTable whose rows carry a sign (a refreshable table's changelog, an
@@ -175,6 +177,7 @@ class Views:
                 table, role, source, f"{text} of '{changed}'", cond
             )
             self.reduced.append(f"term of '{changed}': '{table}' {text}")
+            log.info("semi-join reduction: %s", self.reduced[-1])
         return self.rt.spark.sql(bind_tables(query, views))
 
     def filtered(self, table: str, role: str, pinned: PinnedTable, text: str, cond: Column) -> str:

@@ -58,10 +58,13 @@ def joined_bytes(
     analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
 ) -> Joined:
     """The :class:`Joined` bytes of the terms of the ``changed`` base tables; a table whose
-    statistics cannot be read counts whole (an estimate never fails a refresh)."""
+    statistics cannot be read counts whole (an estimate never fails a refresh), and so do
+    the key queries of an affected-key recomputation (``analysis.keyed``), which are not
+    reduced."""
     total = whole = 0
     pruned_on: set[str] = set()
-    query = parse_query(analysis.augmented_sql) if semijoin.ENABLED else None
+    reduced = semijoin.ENABLED and analysis.keyed is None
+    query = parse_query(analysis.augmented_sql) if reduced else None
     for table, change in sorted(changed.items()):
         others = [o for o in sorted(pinned) if o != table]
         whole_here = sum(_bytes(pinned[o]) for o in others)
