@@ -19,10 +19,8 @@ def test_aggregate_of_aggregate_is_delta_rules_over_a_keyed_stage() -> None:
     inner = a.stages[0].analysis
     assert inner.technique == "affected-key recomputation" and inner.keyed is not None
     assert inner.keyed.keys == ("c_custkey",)
-    assert (
-        a.staged_sql
-        == "SELECT c_count, COUNT(*) AS custdist, COUNT(*) AS __smv_count FROM __smv_stage_1 AS c_orders GROUP BY c_count"
-    )
+    expected = "SELECT c_count, COUNT(*) AS custdist, COUNT(*) AS __smv_count FROM __smv_stage_1 AS c_orders"
+    assert a.staged_sql == expected + " GROUP BY c_count"
     assert "__smv_stage_" not in a.augmented_sql  # what a full recomputation runs: the stage inlined
     assert a.augmented_sql.startswith("SELECT c_count, COUNT(*) AS custdist, COUNT(*) AS __smv_count FROM (SELECT")
 

@@ -89,8 +89,7 @@ def test_all_22_tpch_mvs_equal_duckdb_before_and_after_rf1(
     tables: dict[str, Path], make_client: Callable[..., Client]
 ) -> None:
     """The 21 queries incremental refresh maintains (issue 24; Q15, Q17 and Q20 by nested
-    stages) refresh INCREMENTAL after RF1
-    and stay equal to DuckDB's result, as do the others (AUTO)."""
+    stages) refresh INCREMENTAL after RF1 and stay equal to DuckDB's result, as do the others (AUTO)."""
     client = make_client()
     strict = _create_and_check(client, tables, tuple(TPCH_QUERIES))
     assert strict == {f"q{i}" for i in (*range(1, 13), *range(14, 23))}
