@@ -76,12 +76,20 @@ def test_staged_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp_pat
         "    SELECT g.k AS __smv_k0, 2 * AVG(g.v) AS __smv_v FROM fact AS g WHERE NOT g.x IS NULL GROUP BY g.k"
     ) in text.splitlines(), text
 
-    def appended() -> None:
+    steps = dict(_steps(world))
+    first, second, third = steps.values()
+
+    def changed() -> None:  # appends, deletes of both join sides and an update in one run
         world.append("fact", 6)
         world.append("dim", 2)
         world.append("more", 3)
+        first()
 
-    for step, change in [("an append", appended), *_steps(world)]:
+    for step, change in [
+        ("appends, deletes and an update", changed),
+        ("groups emptied, MAX rows deleted, an append", second),
+        ("fact emptied", third),
+    ]:
         change()
         for mv, tables in MVS:
             check(client, world, mv, tables, "INCREMENTAL", step)
