@@ -131,12 +131,15 @@ def _nonlinear(select: exp.Select) -> bool:
 
 
 def _nested(predicate: exp.In) -> bool:
-    """An ``IN`` subquery of one column whose SELECT itself holds subquery predicates."""
+    """An ``IN`` subquery of one column (a column or an aliased expression, so the stage
+    names it) whose SELECT itself holds subquery predicates."""
     body = subquery_body(predicate)
-    return isinstance(body, exp.Select) and len(body.expressions) == 1 and bool(predicates(body))
+    if not isinstance(body, exp.Select) or len(body.expressions) != 1:
+        return False
+    return isinstance(body.expressions[0], exp.Column | exp.Alias) and bool(predicates(body))
 
 
-def _decorrelate(select: exp.Select, predicate: exp.Expr, stage_of: object) -> None:
+def _decorrelate(select: exp.Select, predicate: exp.Expr, stage_of: Callable[[exp.Query], str]) -> None:
     """Replace the WHERE conjunct ``x <op> (<correlated scalar subquery>)`` by an inner
     join with the subquery's decorrelated stage (module docstring); leave it when it does
     not have that shape."""
@@ -157,7 +160,7 @@ def _decorrelate(select: exp.Select, predicate: exp.Expr, stage_of: object) -> N
     for condition in local:
         stage.where(condition.copy(), copy=False, append=True)
     stage.group_by(*[c.copy() for c in inner], copy=False)
-    name = stage_of(stage)  # type: ignore[operator]
+    name = stage_of(stage)
     on = [exp.EQ(this=exp.column(f"{STAGE_KEY}{i}", table=name), expression=o.copy()) for i, o in enumerate(outer)]
     predicate.replace(exp.column(STAGE_VALUE, table=name))
     select.join(exp.to_table(name), on=exp.and_(*on), copy=False)
