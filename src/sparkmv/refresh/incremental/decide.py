@@ -14,7 +14,8 @@ from typing import Any
 
 from pyiceberg.table import Table
 
-from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
+from sparkmv.analysis.incremental import IvmAnalysis, Stage, analyze_incremental
+from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
@@ -251,14 +252,20 @@ def _estimate(
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
     keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
+    staged = stage_bytes(inp.pinned, analysis.stages) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
     terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0
-    total = appended + joined + rewritten + recomputed + keyed + fixed + terms
+    total = appended + joined + rewritten + recomputed + keyed + staged + fixed + terms
     parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
     if analysis.keyed is not None:
         parts.insert(0, f"{analysis.technique} of the group keys ({', '.join(analysis.keyed.keys)})")
     if keyed:
         parts.append(f"recomputes the touched groups from the new input filtered by their keys (~{size_text(keyed)})")
+    if staged:
+        names = ", ".join(s.name for s in analysis.stages)
+        parts.append(
+            f"inner stages ({names}) recompute their touched keys over the old and new input (~{size_text(staged)})"
+        )
     if join.pruned_on:
         on = ", ".join(join.pruned_on)
         parts.append(f"joins {size_text(joined)} of {size_text(join.whole)} (min/max pruning on {on})")
@@ -375,6 +382,21 @@ def _keyed_bytes(inp: PlanInput) -> int:
     FULL (1.1x to 7x: the key queries and the merge are Spark jobs of their own), and
     counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time."""
     return sum(_bytes(p) for p in inp.pinned.values())
+
+
+def stage_bytes(pinned: dict[str, PinnedTable], stages: tuple[Stage, ...]) -> int:
+    """Bytes the inner stages' virtual inputs cost about as much as reading: each stage
+    (nested ones too) reads the base tables of its query twice, over the new and the old
+    input (its frames and its touched keys' rows on both sides,
+    :mod:`sparkmv.refresh.incremental.stages`)."""
+    total = 0
+    for stage in stages:
+        tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
+        total += 2 * sum(
+            _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
+        )
+        total += stage_bytes(pinned, stage.analysis.stages)
+    return total
 
 
 def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:

@@ -84,6 +84,7 @@ def delta_terms(
     new: dict[str, PinnedTable],
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
+    views: Views | None = None,
 ) -> Iterator[Terms]:
     """The delta terms of the MV's augmented query.
 
@@ -94,11 +95,13 @@ def delta_terms(
             only): appended files, or signed rows (kind ``changelog``: a refreshable table's
             changelog; ``signed``: an Iceberg table's change with retractions).
 
-    The temporary views the terms read are dropped when the context exits, so use the
-    DataFrames inside it.
+    The temporary views the terms read are dropped when the context exits (unless ``views``,
+    the run's views holding the inner stages' virtual inputs, is given: its owner drops
+    them), so use the DataFrames inside it.
     """
     order = sorted(new)
-    views = Views(rt)
+    owned = views is None
+    views = views or Views(rt)
     signed = any(d.kind in SIGNED_KINDS for d in delta.values())
     full = parse_query(analysis.augmented_sql)
     formulas = {i: c.name for i, c in enumerate(analysis.columns) if c.role == "formula"}
@@ -124,13 +127,15 @@ def delta_terms(
             union = frame if union is None else union.unionByName(frame, allowMissingColumns=True)
         yield Terms(union, signed, over_new)
     finally:
-        views.drop()
+        if owned:
+            views.drop()
 
 
 class Views:
     """The temporary views of one run's delta terms: each base table read at its new
     position, its old (consumed) position, or as its delta, created once each and dropped
-    together (:meth:`drop`)."""
+    together (:meth:`drop`). An inner stage's virtual input (:mod:`sparkmv.refresh.incremental.stages`)
+    is a DataFrame per role (:attr:`frames`) instead of a pinned base table."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
@@ -138,17 +143,25 @@ class Views:
         self.reducer = Reducer()
         self.reduced: list[str] = []
         """What the semi-join reductions of the terms filtered (for the run's log)."""
+        self.frames: dict[tuple[str, str], DataFrame] = {}
 
     def view(self, table: str, role: str, pinned: PinnedTable) -> str:
         """The name of the temporary view of ``table`` in ``role`` (new, old, delta)."""
         if (table, role) not in self.created:
             self.created[(table, role)] = name = f"__smv_d{next(_views)}"
-            read_pinned(self.rt.spark, pinned, store=self.rt.iceberg).createOrReplaceTempView(name)
+            frame = self.frames.get((table, role))
+            if frame is None:
+                frame = read_pinned(self.rt.spark, pinned, store=self.rt.iceberg)
+            frame.createOrReplaceTempView(name)
         return self.created[(table, role)]
 
     def over_new(self, query: exp.Query, new: dict[str, PinnedTable]) -> DataFrame:
         """``query`` over the new input of every base table."""
-        views = {ObjectName.parse(t, allow_reserved=True): self.view(t, "new", new[t]) for t in sorted(new)}
+        return self.over(query, "new", new)
+
+    def over(self, query: exp.Query, role: str, tables: dict[str, PinnedTable]) -> DataFrame:
+        """``query`` over every base table (and virtual input) read in ``role`` (new, old)."""
+        views = {ObjectName.parse(t, allow_reserved=True): self.view(t, role, tables[t]) for t in sorted(tables)}
         return self.rt.spark.sql(bind_tables(query, views))
 
     def term(
@@ -187,7 +200,9 @@ class Views:
         key = (table, f"{role} {text}")
         if key not in self.created:
             self.created[key] = name = f"__smv_d{next(_views)}"
-            frame = read_pinned(self.rt.spark, pinned, store=self.rt.iceberg)
+            frame = self.frames.get((table, role))  # an inner stage's virtual input
+            if frame is None:
+                frame = read_pinned(self.rt.spark, pinned, store=self.rt.iceberg)
             frame.where(cond).createOrReplaceTempView(name)
         return self.created[key]
 

@@ -41,14 +41,17 @@ def touched_keys(
     new: dict[str, PinnedTable],
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
+    views: Views | None = None,
 ) -> Iterator[Terms]:
     """The group keys a change touches, as :class:`~sparkmv.refresh.incremental.delta.Terms`:
     ``union`` has one column per key (named and typed as the MV's column ``target`` has it;
     None when no base table changed), ``over_new`` is the defining query over the new input.
 
-    The temporary views are dropped when the context exits."""
+    The temporary views are dropped when the context exits (unless ``views`` is given, as
+    :func:`~sparkmv.refresh.incremental.delta.delta_terms` says)."""
     assert analysis.keyed is not None
-    views = Views(rt)
+    owned = views is None
+    views = views or Views(rt)
     query = parse_query(analysis.augmented_sql)
     qualified = {ObjectName.parse(t, allow_reserved=True): t for t in new}
     key_types = StructType([f for f in target.fields if f.name.lower() in analysis.keyed.keys])
@@ -63,7 +66,8 @@ def touched_keys(
         signed = any(d.kind in SIGNED_KINDS for d in delta.values())
         yield Terms(None if union is None else union.distinct(), signed, lambda: views.over_new(query, new))
     finally:
-        views.drop()
+        if owned:
+            views.drop()
 
 
 def _term_sqls(
