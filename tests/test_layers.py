@@ -91,6 +91,12 @@ def test_the_unmodified_package_keeps_every_contract(copy: Path) -> None:
             "the demo is imported by nothing",
             "sparkmv.cli.render -> sparkmv.demo.run",
         ),
+        (
+            "sources/pinned.py",
+            "from sparkmv.sources import changes",
+            "no import cycles among the modules of a package",
+            ".pinned -> .changes",
+        ),
     ],
 )
 def test_one_wrong_import_breaks_its_contract(
@@ -101,5 +107,9 @@ def test_one_wrong_import_breaks_its_contract(
     result = _lint(copy)
     assert result.returncode == 1, result.stdout + result.stderr
     assert f"{contract} BROKEN" in result.stdout
-    assert "Contracts: 4 kept, 1 broken." in result.stdout
+    # An upward import may also close a cycle between two packages: the acyclic contract
+    # breaks too; nothing else does.
+    broken = [line for line in result.stdout.splitlines() if line.endswith(" BROKEN")]
+    assert set(broken) <= {f"{contract} BROKEN", "no import cycles among the modules of a package BROKEN"}, broken
+    assert f"Contracts: {6 - len(broken)} kept, {len(broken)} broken." in result.stdout
     assert offence in result.stdout

@@ -110,6 +110,8 @@ ORDER = "ordering and distribution clauses are not maintained"
 LIMIT = "the rows kept depend on the whole result"
 SETS = "grouping sets, ROLLUP and CUBE are not maintained"
 UNION = "only UNION ALL is maintained"
+UNPARTITIONED = "a window function without PARTITION BY reads every row"
+QUALIFY = "a column beside an outer join must be qualified by its table"
 
 
 @pytest.mark.parametrize(
@@ -117,19 +119,28 @@ UNION = "only UNION ALL is maintained"
     [
         ("SELECT sum(DISTINCT x) FROM t", "sum(DISTINCT x)", "a DISTINCT aggregate needs every earlier value"),
         (
-            "SELECT a, row_number() OVER (PARTITION BY a ORDER BY b) AS r FROM t",
-            "row_number() OVER (PARTITION BY a ORDER BY b)",
-            "window functions are not maintained",
+            "SELECT a, row_number() OVER (PARTITION BY b ORDER BY a) AS r FROM t",
+            "b",
+            "a PARTITION BY column must be an output column under its own name",
         ),
-        ("SELECT a, sum(x) OVER () FROM t", "sum(x) OVER ()", "window functions are not maintained"),
+        ("SELECT a, sum(x) OVER () FROM t", "sum(x) OVER ()", UNPARTITIONED),
         (
             "SELECT a FROM t QUALIFY row_number() OVER (ORDER BY a) = 1",
-            "QUALIFY row_number() OVER (ORDER BY a) = 1",
-            "window functions are not maintained",
+            "row_number() OVER (ORDER BY a)",
+            UNPARTITIONED,
         ),
-        ("SELECT a FROM t LEFT JOIN default.dim ON t.k = dim.k", "LEFT JOIN default.dim", OUTER),
-        ("SELECT a FROM t RIGHT OUTER JOIN d AS dd USING (k)", "RIGHT OUTER JOIN d AS dd", OUTER),
-        ("SELECT a FROM t FULL OUTER JOIN d ON t.k = d.k", "FULL OUTER JOIN d", OUTER),
+        (
+            "SELECT a, rank() OVER (PARTITION BY a ORDER BY b) AS r, sum(b) OVER (PARTITION BY a, b) AS s FROM t",
+            "sum(b) OVER (PARTITION BY a, b)",
+            "windows with different PARTITION BY lists are not maintained",
+        ),
+        ("SELECT a FROM t LEFT JOIN default.dim ON t.k = dim.k", "a", QUALIFY),
+        (
+            "SELECT dd.a FROM t RIGHT OUTER JOIN d AS dd USING (k)",
+            "RIGHT OUTER JOIN d AS dd",
+            "an outer join is maintained with an ON condition only",
+        ),
+        ("SELECT a FROM t FULL OUTER JOIN d ON t.k = d.k", "a", QUALIFY),
         ("SELECT a FROM t LEFT SEMI JOIN d ON t.k = d.k", "LEFT SEMI JOIN d", OUTER),
         ("SELECT a FROM t LEFT ANTI JOIN d ON t.k = d.k", "LEFT ANTI JOIN d", OUTER),
         ("SELECT a FROM t LIMIT 10", "LIMIT 10", LIMIT),
@@ -228,13 +239,14 @@ def test_not_maintainable(sql: str, construct: str, why: str) -> None:
     [
         # The query's clauses come before FROM, FROM before the expressions.
         ("SELECT DISTINCT rand() FROM t LEFT JOIN u ON TRUE", "rand()", "non-deterministic"),
-        ("SELECT DISTINCT a FROM t LEFT JOIN u ON rand() > 0", "LEFT JOIN u", "outer"),
-        ("SELECT rand() FROM t LEFT JOIN u ON TRUE", "LEFT JOIN u", "outer"),
+        ("SELECT DISTINCT a FROM t LEFT JOIN u ON rand() > 0", "rand()", "non-deterministic"),
+        ("SELECT rand() FROM t LEFT JOIN u ON TRUE", "rand()", "non-deterministic"),
+        ("SELECT t.a FROM t LEFT ANTI JOIN u ON TRUE", "LEFT ANTI JOIN u", "outer"),
         # Expressions in text order: select list, join conditions, WHERE.
         ("SELECT my_udf(a) FROM t JOIN u ON rand() > 0 WHERE uuid() = ''", "my_udf(a)", "user-defined"),
         ("SELECT a FROM t JOIN u ON rand() > 0 WHERE uuid() = ''", "rand()", "non-deterministic"),
         # Outer constructs before inner ones.
-        ("SELECT count(DISTINCT x) OVER () FROM t", "count(DISTINCT x) OVER ()", "window"),
+        ("SELECT count(DISTINCT x) OVER () FROM t", "count(DISTINCT x) OVER ()", "a window function without"),
     ],
 )
 def test_first_problem_is_reported(sql: str, construct: str, why: str) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmv.analysis.incremental import analyze_incremental
+from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
 from sparkmv.analysis.keyed import KeyedPlan, inline_ctes, keyed_plan
 from sparkmv.analysis.query import parse_query
 
@@ -71,6 +71,7 @@ def test_linear_aggregates_keep_the_delta_rules() -> None:
 
 
 WHY = "is not incrementally maintainable"
+IN_FROM_ONLY = "an outer join is maintained in the query's own FROM only, not inside a derived table or subquery"
 
 
 @pytest.mark.parametrize(
@@ -78,19 +79,19 @@ WHY = "is not incrementally maintainable"
     [
         (
             "SELECT k, count(*) AS n FROM t LEFT JOIN u ON t.a = u.a GROUP BY k",
-            f"LEFT JOIN u {WHY}: outer joins are not maintained",
+            f"k {WHY}: a column beside an outer join must be qualified by its table",
         ),
         (
-            "SELECT k, count(*) AS n FROM (SELECT k, sum(x) AS s FROM t GROUP BY k) g GROUP BY k",
-            f"GROUP BY k {WHY}: GROUP BY inside the grouped relation is not maintained",
+            "SELECT k, count(*) AS n FROM (SELECT k, sum(x) AS s FROM t GROUP BY k LIMIT 3) g GROUP BY k",
+            f"inner stage __smv_stage_1: LIMIT 3 {WHY}: the rows kept depend on the whole result",
         ),
         (
-            "SELECT k, count(*) AS n FROM t WHERE t.a IN (SELECT b FROM u WHERE EXISTS (SELECT 1 FROM v)) GROUP BY k",
+            "SELECT k, count(*) AS n FROM t WHERE EXISTS (SELECT b FROM u WHERE EXISTS (SELECT 1 FROM v)) GROUP BY k",
             f"EXISTS(SELECT 1 FROM v) {WHY}: a subquery inside a subquery is not maintained",
         ),
         (
             "SELECT k, count(*) AS n FROM t WHERE EXISTS (SELECT 1 FROM u LEFT JOIN v ON u.a = v.a) GROUP BY k",
-            f"LEFT JOIN v {WHY}: outer joins are not maintained",
+            f"LEFT JOIN v {WHY}: " + IN_FROM_ONLY,
         ),
         (
             "SELECT k, count(*) AS n FROM t WHERE t.a = 1 OR t.b IN (SELECT b FROM u LIMIT 1) GROUP BY k",
@@ -165,3 +166,152 @@ def test_subquery_predicates(sql: str, key_sql: str, terms: list[tuple[str, tupl
     a = analyze_incremental(parse_query(sql))
     assert a.keyed is not None, a.reason
     assert (a.keyed.key_sql, list(a.keyed.subquery_terms)) == (key_sql, terms)
+
+
+# Outer joins (analysis/outer.py): per table reference, the delta side's join made one-sided
+# and the other side's NULL-padded rows.
+# The masks: which table reference of the key query each term reads as its delta.
+L1, L2 = (True, False), (False, True)
+C1, C2, C3 = (True, False, False), (False, True, False), (False, False, True)
+Q13_INNER = "SELECT c.k, count(o.id) AS n FROM c LEFT JOIN o ON c.k = o.k AND o.x > 0 GROUP BY c.k"
+
+
+@pytest.mark.parametrize(
+    ("sql", "terms"),
+    [
+        (  # TPC-H Q13's inner query: the padded row of a c row has the same key as its matches
+            Q13_INNER,
+            [
+                (L1, "SELECT c.k AS k FROM c LEFT JOIN o ON c.k = o.k AND o.x > 0"),
+                (L2, "SELECT c.k AS k FROM c JOIN o ON c.k = o.k AND o.x > 0"),
+            ],
+        ),
+        (  # a key from the null-supplying side: its padded row's key is coalesce(NULL, 0)
+            "SELECT coalesce(o.x, 0) AS x, count(*) AS n FROM c LEFT JOIN o ON c.k = o.k GROUP BY coalesce(o.x, 0)",
+            [
+                (L1, "SELECT COALESCE(o.x, 0) AS x FROM c LEFT JOIN o ON c.k = o.k"),
+                (L2, "SELECT COALESCE(o.x, 0) AS x FROM c JOIN o ON c.k = o.k"),
+                (L2, "SELECT COALESCE(NULL, 0) AS x FROM c JOIN o ON c.k = o.k"),
+            ],
+        ),
+        (  # RIGHT: the mirror image
+            "SELECT DISTINCT c.k, o.x FROM c RIGHT JOIN o ON c.k = o.k",
+            [
+                (L1, "SELECT c.k AS k, o.x AS x FROM c JOIN o ON c.k = o.k"),
+                (L1, "SELECT NULL AS k, o.x AS x FROM c JOIN o ON c.k = o.k"),
+                (L2, "SELECT c.k AS k, o.x AS x FROM c RIGHT JOIN o ON c.k = o.k"),
+            ],
+        ),
+        (  # FULL: both sides are both; the padding reaches the WHERE but not the ON
+            "SELECT c.k, o.x FROM c FULL JOIN o ON c.k = o.k AND c.y > 0 WHERE o.z IS NULL",
+            [
+                (L1, "SELECT c.k AS k, o.x AS x FROM c LEFT JOIN o ON c.k = o.k AND c.y > 0 WHERE o.z IS NULL"),
+                (L1, "SELECT NULL AS k, o.x AS x FROM c JOIN o ON c.k = o.k AND c.y > 0 WHERE o.z IS NULL"),
+                (L2, "SELECT c.k AS k, o.x AS x FROM c RIGHT JOIN o ON c.k = o.k AND c.y > 0 WHERE o.z IS NULL"),
+                (L2, "SELECT c.k AS k, NULL AS x FROM c JOIN o ON c.k = o.k AND c.y > 0 WHERE NULL IS NULL"),
+            ],
+        ),
+        (  # a chain: a padded o row reaches the next join's ON; d's delta leaves the first join as is
+            "SELECT DISTINCT c.k, d.y FROM c LEFT JOIN o ON c.k = o.k LEFT JOIN d ON d.z = o.x",
+            [
+                (C1, "SELECT c.k AS k, d.y AS y FROM c LEFT JOIN o ON c.k = o.k LEFT JOIN d ON d.z = o.x"),
+                (C2, "SELECT c.k AS k, d.y AS y FROM c JOIN o ON c.k = o.k LEFT JOIN d ON d.z = o.x"),
+                (C2, "SELECT c.k AS k, d.y AS y FROM c JOIN o ON c.k = o.k LEFT JOIN d ON d.z = NULL"),
+                (C3, "SELECT c.k AS k, d.y AS y FROM c LEFT JOIN o ON c.k = o.k JOIN d ON d.z = o.x"),
+                (C3, "SELECT c.k AS k, NULL AS y FROM c LEFT JOIN o ON c.k = o.k JOIN d ON d.z = o.x"),
+            ],
+        ),
+    ],
+)
+def test_outer_join_key_queries(sql: str, terms: list[tuple[tuple[bool, ...], str]]) -> None:
+    plan = keyed_plan(parse_query(sql))
+    assert isinstance(plan, KeyedPlan), plan
+    assert [(mask, term) for term, mask in plan.outer_terms] == terms
+
+
+def test_outer_join_plan_is_explained() -> None:
+    lines = maintenance_plan(analyze_incremental(parse_query(Q13_INNER)))
+    assert lines == [
+        "maintenance plan: affected-key recomputation",
+        "  columns: k (group key), n (recomputed)",
+        "  recomputes the groups of keys (k) touched by the change, read from:",
+        "    outer join, delta of c: SELECT c.k AS k FROM c LEFT JOIN o ON c.k = o.k AND o.x > 0",
+        "    outer join, delta of o: SELECT c.k AS k FROM c JOIN o ON c.k = o.k AND o.x > 0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sql", "keys", "key_sql"),
+    [
+        (  # latest row per key
+            "SELECT id, k, v FROM (SELECT id, k, v, row_number() OVER (PARTITION BY k ORDER BY ts DESC, id) AS rn "
+            "FROM t WHERE v > 0) WHERE rn = 1",
+            ("k",),
+            "SELECT k AS k FROM t WHERE v > 0",
+        ),
+        (
+            "SELECT t.k, t.j, v, sum(v) OVER (PARTITION BY t.k, j) AS total, rank() OVER (PARTITION BY j, t.k "
+            "ORDER BY v) AS r FROM t JOIN u ON t.id = u.id",
+            ("k", "j"),
+            "SELECT t.k AS k, j AS j FROM t JOIN u ON t.id = u.id",
+        ),
+        ("SELECT k, v FROM t QUALIFY rank() OVER (PARTITION BY k ORDER BY v) = 1", ("k",), "SELECT k AS k FROM t"),
+        (
+            "WITH r AS (SELECT k, v, rank() OVER (PARTITION BY k ORDER BY v) AS n FROM t) "
+            "SELECT k, v FROM r WHERE n = 1",
+            ("k",),
+            "SELECT k AS k FROM t",
+        ),
+    ],
+)
+def test_window_plan(sql: str, keys: tuple[str, ...], key_sql: str) -> None:
+    assert analyze_incremental(parse_query(sql)).technique == "affected-key recomputation"
+    plan = keyed_plan(parse_query(sql))
+    assert isinstance(plan, KeyedPlan), plan
+    assert (plan.keys, plan.key_sql) == (keys, key_sql)
+
+
+@pytest.mark.parametrize(
+    ("sql", "reason"),
+    [
+        (
+            "SELECT k, sum(v) OVER (ORDER BY ts) AS running FROM t",
+            f"sum(v) OVER (ORDER BY ts) {WHY}: a window function without PARTITION BY reads every row",
+        ),
+        (
+            "SELECT k, j, sum(v) OVER (PARTITION BY k) AS a, sum(v) OVER (PARTITION BY j) AS b FROM t",
+            f"sum(v) OVER (PARTITION BY j) {WHY}: windows with different PARTITION BY lists are not maintained",
+        ),
+        (
+            "SELECT id, v FROM (SELECT id, k, v, row_number() OVER (PARTITION BY k ORDER BY v) AS rn FROM t) "
+            "WHERE rn = 1",
+            f"k {WHY}: a PARTITION BY column must be an output column under its own name",
+        ),
+        (
+            "SELECT k AS key, sum(v) OVER (PARTITION BY k) AS s FROM t",
+            f"k {WHY}: a PARTITION BY column must be an output column under its own name",
+        ),
+        (
+            "SELECT k, sum(v) OVER (PARTITION BY k) AS s FROM t WHERE rand() > 0.5",
+            f"rand() {WHY}: non-deterministic function",
+        ),
+        (
+            "SELECT c.k, count(*) AS n FROM c LEFT JOIN o ON c.k = o.k WHERE x > 0 GROUP BY c.k",
+            f"x {WHY}: a column beside an outer join must be qualified by its table",
+        ),
+        (
+            "SELECT s.k, count(*) AS n FROM (SELECT t.k FROM t LEFT JOIN u ON t.k = u.k) s GROUP BY s.k",
+            f"LEFT JOIN u {WHY}: " + IN_FROM_ONLY,
+        ),
+        (
+            "SELECT c.k, count(*) AS n FROM c LEFT JOIN o USING (k) GROUP BY c.k",
+            f"LEFT JOIN o {WHY}: an outer join is maintained with an ON condition only",
+        ),
+        (
+            "SELECT * FROM c LEFT JOIN o ON c.k = o.k",
+            f"* {WHY}: a star select item is not maintained by affected-key recomputation",
+        ),
+    ],
+)
+def test_outer_and_window_refusals(sql: str, reason: str) -> None:
+    assert analyze_incremental(parse_query(sql)).reason == reason

@@ -36,9 +36,12 @@ def test_unusable_file_is_refused_and_untouched(tmp_path: Path, content: bytes) 
     assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.db"]
 
 
-def test_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> None:
+@pytest.mark.parametrize("journal", ["delete", "wal"])
+def test_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path, journal: str) -> None:
+    """Also in WAL mode, where any reader makes ``-wal`` and ``-shm`` files beside it."""
     path = tmp_path / "catalog.db"
     conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA journal_mode={journal}")
     conn.execute("CREATE TABLE notes (x text)")
     conn.commit()
     conn.close()
@@ -46,6 +49,17 @@ def test_foreign_sqlite_database_is_refused_and_untouched(tmp_path: Path) -> Non
     with pytest.raises(CatalogError, match="is empty or damaged"):
         Catalog.open(f"sqlite:///{path}")
     assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["catalog.db"], "nothing is left beside it"
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite+pysqlite://"])
+def test_an_in_memory_catalog_is_refused(tmp_path: Path, url: str) -> None:
+    with pytest.raises(CatalogError) as refused:
+        Catalog.open(url)
+    assert str(refused.value) == (
+        f"catalog URL '{url}' is an in-memory SQLite database, which loses every object when the process exits; "
+        "give a file (sqlite:////path/catalog.db) or a PostgreSQL URL"
+    )
 
 
 def test_concurrent_first_opens_make_one_catalog(tmp_path: Path) -> None:

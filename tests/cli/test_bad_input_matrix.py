@@ -297,6 +297,12 @@ HOME_CASES: list[tuple[str, list[str], str]] = [
         ["--catalog-url", "sqlite:////proc/sparkmv/catalog.db", "status"],
         "cannot create catalog directory /proc/sparkmv: No such file or directory",
     ),
+    (
+        "catalog_url_in_memory",
+        ["--catalog-url", "sqlite://", "status"],
+        "catalog URL 'sqlite://' is an in-memory SQLite database, which loses every object when the process exits; "
+        "give a file (sqlite:////path/catalog.db) or a PostgreSQL URL",
+    ),
 ]
 
 
@@ -379,3 +385,20 @@ def test_spark_error_is_one_line_and_the_log_goes_to_the_home(env: Env, tmp_path
     assert f"Spark's log: {log}" in outcome.err
     assert len(outcome.err.splitlines()) == 2, outcome.err  # the error and where the log is
     assert "UNRESOLVED_COLUMN" in log.read_text()  # the details are in the log
+
+
+def test_version_prints_the_installed_version(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``sparkmv --version``: the distribution's version (``sparkmv.__version__``), exit 0."""
+    from importlib.metadata import version
+
+    import sparkmv
+
+    monkeypatch.setattr(sys, "argv", ["sparkmv", "--version"])
+    try:
+        cli.main()
+    except SystemExit as done:
+        assert done.code in (0, None), done.code
+    assert capsys.readouterr().out == f"sparkmv {version('sparkmv')}\n"
+    assert sparkmv.__version__ == version("sparkmv")

@@ -98,3 +98,25 @@ def test_the_second_mv_reads_the_netted_change_from_the_cache(make_client: Any, 
     assert "2 rows netted from +598 / -600" in (second.reason or ""), second.reason
     assert_mv_matches(client, "mv1", AGG)
     assert_mv_matches(client, "mv2", FILTERED)
+
+
+@pytest.mark.spark
+def test_spark_netting_keeps_exactly_the_changed_rows(spark: Any) -> None:
+    """The Spark netting (hash buckets, then exact netting of the changed buckets) gives the
+    multiset difference: rows retracted and added back cancel, duplicates count, and rows
+    that differ only by where their NULL is do not cancel each other."""
+    from sparkmv.sources.signed import netted
+
+    kept = [(i, f"s{i % 3}", None if i % 4 else 1.5, s) for i in range(40) for s in (1, -1)]
+    changed = [
+        (100, None, 2.0, -1),  # deleted
+        (101, "x", None, 1),  # inserted twice
+        (101, "x", None, 1),
+        (7, "s1", None, -1),  # one of two copies deleted (the other is in ``kept``)
+        (None, "a", None, 1),  # (NULL, 'a') inserted and ('a' moved) deleted: not the same row
+        (5, None, None, -1),
+        (None, None, 5.0, 1),
+    ]
+    rows = spark.createDataFrame(kept + changed, f"k int, s string, v double, {SIGN_COLUMN} int")
+    got = sorted((tuple(r) for r in netted(rows, ["k", "s", "v"]).collect()), key=str)
+    assert got == sorted(changed, key=str)

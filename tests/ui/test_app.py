@@ -13,6 +13,7 @@ from starlette.testclient import TestClient
 
 from sparkmv.catalog.models import ControlRow, TaskRunRow
 from sparkmv.client.client import Client
+from sparkmv.ui.app import create_app
 from tests.ui.states import SCRIPT_ERROR, SCRIPT_PROPERTY, build
 
 TOKEN = "t0ken-for-tests"
@@ -27,7 +28,7 @@ def catalog(tmp_path: Path, catalog_url: str) -> Iterator[Client]:
 
 
 def _app(client: Client, allow_actions: bool = False) -> TestClient:
-    return TestClient(client.ui_app(allow_actions=allow_actions, token=TOKEN))
+    return TestClient(create_app(client, allow_actions=allow_actions, token=TOKEN))
 
 
 def _counts(client: Client) -> tuple[int, int]:

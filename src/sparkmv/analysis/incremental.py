@@ -49,7 +49,7 @@ from sparkmv.analysis.constructs import (
 )
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.keyed import TECHNIQUE, KeyedPlan, is_keyed_shape, keyed_plan
-from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name
+from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
 from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName, is_hidden_column
 
@@ -83,6 +83,22 @@ class OutputColumn:
 
 
 @dataclass(frozen=True)
+class Stage:
+    """An inner stage of a query split at its non-linear operators
+    (:mod:`sparkmv.analysis.stages`), read by the stage above as a virtual input.
+
+    Attributes:
+        name: the table name of its virtual input (``__smv_stage_<n>``).
+        analysis: how it is maintained (affected-key recomputation); its ``augmented_sql``
+            is the stage's query with its own inner stages inlined, its ``staged_sql`` and
+            ``stages`` those inner stages as virtual inputs.
+    """
+
+    name: str
+    analysis: IvmAnalysis
+
+
+@dataclass(frozen=True)
 class IvmAnalysis:
     """Whether a defining query is maintainable by incremental refresh, and how.
 
@@ -101,6 +117,10 @@ class IvmAnalysis:
             operator is not linear :data:`~sparkmv.analysis.keyed.TECHNIQUE` (affected-key
             recomputation, no state columns; ``aggregate`` is True).
         keyed: the affected-key recomputation plan (its technique only).
+        stages: the inner stages of a query split at its non-linear operators
+            (:mod:`sparkmv.analysis.stages`); then ``augmented_sql`` has them inlined as
+            derived tables (a query Spark runs whole) and ``staged_sql`` reads them as
+            virtual inputs (the query the refresh maintains over them).
     """
 
     reason: str | None
@@ -110,6 +130,8 @@ class IvmAnalysis:
     augmented_sql: str
     technique: str = "delta rules"
     keyed: KeyedPlan | None = None
+    stages: tuple[Stage, ...] = ()
+    staged_sql: str = ""
 
     @property
     def maintainable(self) -> bool:
@@ -119,11 +141,23 @@ class IvmAnalysis:
 
 def analyze_incremental(query: exp.Query) -> IvmAnalysis:
     """Decide whether ``query`` (a parsed defining query, tables unbound) is maintainable
-    by incremental refresh; for aggregates, build the query with its state columns.
+    by incremental refresh; for aggregates, build the query with its state columns. A
+    query not maintained whole is split into stages (:mod:`sparkmv.analysis.stages`).
 
     Raises:
         AnalysisError: for malformed table names (as :func:`~sparkmv.analysis.query.table_name`).
     """
+    whole = _analyze_whole(query)
+    if whole.reason is None:
+        return whole
+    from sparkmv.analysis.stages import staged_analysis
+
+    staged = staged_analysis(query, _analyze_whole)
+    return whole if staged is None else staged
+
+
+def _analyze_whole(query: exp.Query) -> IvmAnalysis:
+    """:func:`analyze_incremental` of ``query`` as one stage."""
     aggregate = isinstance(query, exp.Select) and _is_aggregate_query(query)
     branches, reason = _branches(query)
     for branch in branches:
@@ -144,14 +178,15 @@ def analyze_incremental(query: exp.Query) -> IvmAnalysis:
     return IvmAnalysis(None, True, columns, state, _augment(branches[0], columns))
 
 
-def _keyed_analysis(query: exp.Query) -> IvmAnalysis:
+def _keyed_analysis(query: exp.Query, reserved: bool = True) -> IvmAnalysis:
     """The analysis of a GROUP BY / DISTINCT query the delta rules do not maintain: by
-    affected-key recomputation (:mod:`sparkmv.analysis.keyed`), or its reason."""
+    affected-key recomputation (:mod:`sparkmv.analysis.keyed`), or its reason. An inner
+    stage (``reserved`` False) may name its columns with the reserved prefix."""
     plan = keyed_plan(query)
     if isinstance(plan, str):
         return IvmAnalysis(plan, True, (), (), query.sql(DIALECT))
     columns = tuple(OutputColumn(n, "group" if n in plan.keys else "value") for n in plan.names)
-    problem = _reserved_problem(columns)
+    problem = _reserved_problem(columns) if reserved else None
     if problem:
         return IvmAnalysis(problem, True, (), (), query.sql(DIALECT))
     return IvmAnalysis(None, True, columns, (), query.sql(DIALECT), TECHNIQUE, plan)
@@ -176,16 +211,31 @@ def maintenance_plan(analysis: IvmAnalysis) -> list[str]:
     roles = {"group": "group key", "value": "recomputed", "plain": "projected"}
     columns = ", ".join(f"{c.name} ({roles.get(c.role, c.role.upper())})" for c in analysis.columns)
     lines = [f"maintenance plan: {analysis.technique}", f"  columns: {columns}"]
+    lines += [line for stage in analysis.stages for line in _stage_lines(stage, "  ")]
     if analysis.keyed is None:
         state = ", ".join(analysis.state_columns)
         return [*lines, f"  state columns: {state}"] if state else lines
     keys = ", ".join(analysis.keyed.keys)
-    lines += [
-        f"  recomputes the groups of keys ({keys}) touched by the change, read from:",
-        f"    the grouped relation: {analysis.keyed.key_sql}",
-    ]
+    lines.append(f"  recomputes the groups of keys ({keys}) touched by the change, read from:")
+    if not analysis.keyed.outer_terms:
+        lines.append(f"    the grouped relation: {analysis.keyed.key_sql}")
+    for sql, mask in analysis.keyed.outer_terms:
+        names = [str(name) for name, own in zip(table_occurrences(parse_query(sql)), mask, strict=True) if own]
+        lines.append(f"    outer join, delta of {', '.join(names)}: {sql}")
     lines += [f"    subquery {i}: {sql}" for i, (sql, _) in enumerate(analysis.keyed.subquery_terms, 1)]
     return lines
+
+
+def _stage_lines(stage: Stage, indent: str) -> list[str]:
+    """The maintenance plan's lines of one inner stage and, indented, of its own stages."""
+    keyed = stage.analysis.keyed
+    keys = ", ".join(keyed.keys) if keyed is not None else ""
+    lines = [
+        f"{indent}inner stage {stage.name} ({stage.analysis.technique} of keys ({keys})), read as a virtual input "
+        "(new, old, signed delta of its touched keys):",
+        f"{indent}  {stage.analysis.staged_sql or stage.analysis.augmented_sql}",
+    ]
+    return lines + [line for inner in stage.analysis.stages for line in _stage_lines(inner, indent + "  ")]
 
 
 def stored_query(definition: str, columns: Iterable[str]) -> exp.Query:

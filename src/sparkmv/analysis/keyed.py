@@ -4,7 +4,10 @@ delta rules do not maintain (DESIGN.md, "Incremental refresh").
 A ``GROUP BY`` query (or a ``SELECT DISTINCT``) whose aggregate layer is not linear —
 ``HAVING``, DISTINCT aggregates, expressions over aggregates, aggregate functions other than
 SUM/COUNT/AVG/MIN/MAX — is still maintained when the relation it groups is linear: filters,
-projections, inner joins, and derived tables and CTEs that are themselves such. A group's
+projections, inner joins, and derived tables and CTEs that are themselves such; outer joins
+of those (:mod:`sparkmv.analysis.outer`: more key queries). A query whose window functions
+share one ``PARTITION BY`` is maintained the same way, its partitions being the groups
+(:mod:`sparkmv.analysis.windows`). A group's
 output can change only if a base row reaching it was inserted or retracted, so the group keys
 of that relation's delta (inserted and retracted rows alike, signs ignored) are a superset of
 the groups whose output changed. Those groups are recomputed from the new input (the query
@@ -21,8 +24,12 @@ columns, so the MV's rows are matched to the touched keys by them (NULL-safe).
 (('k',), 'SELECT k AS k FROM f WHERE y > 0')
 >>> keyed_plan(parse_query("WITH s AS (SELECT a, b FROM t) SELECT DISTINCT a FROM s")).key_sql
 'SELECT a AS a FROM (SELECT a, b FROM t) AS s'
+>>> keyed_plan(parse_query("SELECT f.k, max(g.x) FROM f LEFT JOIN g ON f.k = g.k GROUP BY f.k")).outer_terms[1]
+('SELECT f.k AS k FROM f JOIN g ON f.k = g.k', (False, True))
 >>> keyed_plan(parse_query("SELECT k, max(x) FROM f LEFT JOIN g ON f.k = g.k GROUP BY k"))
-'LEFT JOIN g is not incrementally maintainable: outer joins are not maintained'
+'k is not incrementally maintainable: a column beside an outer join must be qualified by its table'
+>>> keyed_plan(parse_query("SELECT k, v, sum(v) OVER (PARTITION BY k) AS total FROM t WHERE v > 0")).key_sql
+'SELECT k AS k FROM t WHERE v > 0'
 """
 
 from __future__ import annotations
@@ -44,6 +51,7 @@ from sparkmv.analysis.constructs import (
     source_problem,
     unparen,
 )
+from sparkmv.analysis.outer import has_outer_join, is_outer, join_sources, outer_terms
 from sparkmv.analysis.query import DIALECT
 from sparkmv.analysis.subqueries import (
     conjunct_of,
@@ -54,6 +62,8 @@ from sparkmv.analysis.subqueries import (
     subquery_terms,
     without_subqueries,
 )
+from sparkmv.analysis.windows import key_names as window_key_names
+from sparkmv.analysis.windows import outer_problem, partition_columns, windowed_problem, windowed_select
 
 TECHNIQUE = "affected-key recomputation"
 
@@ -72,23 +82,31 @@ class KeyedPlan:
         subquery_terms: per subquery predicate, the key query touched through it and which
             of its table references are the subquery's
             (:func:`~sparkmv.analysis.subqueries.subquery_terms`).
+        outer_terms: when the relation has outer joins, the key queries replacing
+            ``key_sql`` under the delta rule, each with the references it is bound to the
+            delta at (:func:`~sparkmv.analysis.outer.outer_terms`); empty otherwise.
     """
 
     keys: tuple[str, ...]
     names: tuple[str, ...]
     key_sql: str
     subquery_terms: tuple[tuple[str, tuple[bool, ...]], ...] = ()
+    outer_terms: tuple[tuple[str, tuple[bool, ...]], ...] = ()
 
 
 def is_keyed_shape(query: exp.Query) -> bool:
     """True for a SELECT (after its CTEs) with ``GROUP BY`` or ``DISTINCT``, or a projection
-    with a subquery predicate (every output column is then a key, TPC-H Q2): the queries
-    affected-key recomputation is for, whose refusal reason is its own."""
+    with a subquery predicate (every output column is then a key, TPC-H Q2), or over an outer
+    join, or with window functions (in the query or the derived table it reads, CTEs
+    inlined): the queries affected-key recomputation is for, whose refusal reason is its own."""
     select = query.this if isinstance(query, exp.Subquery) else query
+    inlined = inline_ctes(select) if isinstance(select, exp.Select) and select.args.get("with_") else select
     return isinstance(select, exp.Select) and (
         select.args.get("group") is not None
         or select.args.get("distinct") is not None
         or (not any(_has_aggregate(e) for e in select.expressions) and bool(predicates(select)))
+        or (isinstance(inlined, exp.Select) and windowed_select(inlined) is not None)
+        or has_outer_join(select)
     )
 
 
@@ -100,6 +118,8 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
     if isinstance(inlined, str):
         return inlined
     select = inlined
+    if isinstance(select, exp.Select) and windowed_select(select) is not None:
+        return _window_plan(select)
     if not isinstance(select, exp.Select) or not is_keyed_shape(select):
         return not_maintainable(select, "affected-key recomputation needs GROUP BY or DISTINCT")
     problem = _top_problem(select)
@@ -121,7 +141,7 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
         return not_maintainable(missing, "a GROUP BY key must be in the select list")
     if len(set(names)) < len(names):
         return not_maintainable(select, "output column names must be distinct")
-    problem = _relation_problem(select)
+    problem = _star_problem(select) or _relation_problem(select, outer_allowed=True)
     if problem:
         return problem
     keys = tuple(names[i] for i in sorted(positions))
@@ -134,8 +154,51 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
         if conjunct is not None:
             relation.where(conjunct.copy(), copy=False, append=True)
     relation.set("expressions", [exp.alias_(items[i].copy(), names[i]) for i in sorted(positions)])
+    return _finish(keys, names, relation)
+
+
+def _finish(keys: tuple[str, ...], names: tuple[str, ...], relation: exp.Select) -> KeyedPlan | str:
+    """The plan of a keyed relation (its select list the keys, named as output columns):
+    its key query, subquery terms and outer-join terms."""
     terms = tuple(subquery_terms(relation))
-    return KeyedPlan(keys, names, without_subqueries(relation).sql(DIALECT), terms)
+    key_relation = without_subqueries(relation)
+    assert isinstance(key_relation, exp.Select)
+    outer = outer_terms(key_relation)
+    if isinstance(outer, str):
+        return outer
+    return KeyedPlan(keys, names, key_relation.sql(DIALECT), terms, tuple(outer))
+
+
+def _star_problem(select: exp.Select) -> str | None:
+    for item in select.expressions:
+        if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+            return not_maintainable(item, "a star select item is not maintained by affected-key recomputation")
+    return None
+
+
+def _window_plan(select: exp.Select) -> KeyedPlan | str:
+    """The affected-key recomputation of a query with window functions
+    (:mod:`sparkmv.analysis.windows`): the partitions of the delta are recomputed."""
+    windowed = windowed_select(select)
+    assert windowed is not None
+    problem = windowed_problem(windowed) or (outer_problem(select) if windowed is not select else None)
+    partition = partition_columns(windowed)
+    if problem or isinstance(partition, str):
+        return problem or str(partition)
+    names = tuple(output_name(item) for item in select.expressions)
+    if len(set(names)) < len(names):
+        return not_maintainable(select, "output column names must be distinct")
+    key_names = window_key_names(windowed, select, partition)
+    if isinstance(key_names, str):
+        return key_names
+    problem = _star_problem(windowed) or _star_problem(select) or _relation_problem(windowed, outer_allowed=True)
+    if problem:
+        return problem
+    relation = windowed.copy()
+    relation.set("qualify", None)
+    relation.set("expressions", [exp.alias_(p.copy(), n) for p, n in zip(partition, key_names, strict=True)])
+    keys = tuple(n for n in names if n in key_names)
+    return _finish(keys, names, relation)
 
 
 def _has_aggregate(expr: exp.Expr) -> bool:
@@ -237,12 +300,20 @@ def _subquery_body_problem(predicate: exp.Expr) -> str | None:
     return problem or _relation_problem(body, subqueries_allowed=False)
 
 
-def _relation_problem(select: exp.Select, subqueries_allowed: bool = True) -> str | None:
+def _relation_problem(select: exp.Select, subqueries_allowed: bool = True, outer_allowed: bool = False) -> str | None:
     """The first problem of the relation ``select`` groups (or of a derived table in it):
     only base tables and linear derived tables, joined by inner joins, with deterministic
     filters. A base table may be read more than once (each reference is its own input of
-    the delta rule)."""
-    sources, problem = inner_join_sources(select)
+    the delta rule); the keyed SELECT's own joins may be outer when ``outer_allowed``
+    (:mod:`sparkmv.analysis.outer`)."""
+    outer = next((j for j in select.args.get("joins") or [] if is_outer(j)), None)
+    if outer is not None and not outer_allowed:
+        bare = outer.copy()
+        bare.set("on", None)
+        bare.set("using", None)
+        why = "an outer join is maintained in the query's own FROM only, not inside a derived table or subquery"
+        return not_maintainable(bare.sql(dialect=DIALECT, normalize_functions="lower").strip(), why)
+    sources, problem = join_sources(select) if outer_allowed else inner_join_sources(select)
     if problem:
         return problem
     conditions = [join.args.get("on") for join in select.args.get("joins") or []]

@@ -17,8 +17,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy import Engine, create_engine, event, make_url
+from sqlalchemy.exc import ArgumentError, IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from sparkmv.errors import CatalogError, ObjectExistsError
@@ -143,9 +143,15 @@ def open_database(url: str, prepare: Callable[[Database], None], version_table: 
 
     Raises:
         CatalogError: ``catalog <path> is empty or damaged; restore it from a backup``, or
-            ``cannot create catalog directory <dir>: <reason>``, or an error of ``prepare``.
+            ``cannot create catalog directory <dir>: <reason>``, or an in-memory SQLite URL
+            (``sqlite://``, ``sqlite:///:memory:``), or an error of ``prepare``.
     """
     path = sqlite_path(url)
+    if path is None and _in_memory(url):
+        raise CatalogError(
+            f"catalog URL '{url}' is an in-memory SQLite database, which loses every object when the process "
+            "exits; give a file (sqlite:////path/catalog.db) or a PostgreSQL URL"
+        )
     if path is not None:
         if not _sqlite_exists(path):
             _create_sqlite(url, path, prepare)
@@ -160,10 +166,26 @@ def open_database(url: str, prepare: Callable[[Database], None], version_table: 
     return database
 
 
+def _in_memory(url: str) -> bool:
+    """True for a SQLite URL of an in-memory database (no file: ``sqlite://``, ``:memory:``).
+
+    >>> _in_memory("sqlite://"), _in_memory("sqlite:///:memory:"), _in_memory("sqlite:////x/c.db")
+    (True, True, False)
+    """
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        return False
+    return parsed.get_backend_name() == "sqlite" and (parsed.database or ":memory:") == ":memory:"
+
+
 def _holds_table(path: Path, table: str) -> bool:
     """True when SQLite file ``path`` has ``table``; read through a read-only connection,
     so a file that is refused is not touched (the engine's first connection would switch
-    it to WAL mode)."""
+    it to WAL mode). A file in WAL mode gets a ``-wal`` and ``-shm`` file from any reader,
+    which a read-only connection cannot remove on close: those this check made are removed,
+    so a refused file is left exactly as it was."""
+    made = [p for p in (path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")) if not p.exists()]
     try:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=SQLITE_BUSY_TIMEOUT_SECONDS)
     except sqlite3.Error:
@@ -175,6 +197,9 @@ def _holds_table(path: Path, table: str) -> bool:
         return False
     finally:
         conn.close()
+        for leftover in made:  # an empty log (nothing was written: the connection was read-only)
+            if leftover.exists() and (leftover.name.endswith("-shm") or leftover.stat().st_size == 0):
+                leftover.unlink(missing_ok=True)
 
 
 def damaged_message(path: Path) -> str:

@@ -18,13 +18,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 
 try:  # recent typer vendors click and raises its own copies of click's exceptions
     from typer._click.exceptions import ClickException, NoArgsIsHelpError, UsageError
 except ImportError:  # pragma: no cover - older typer runs on click itself
     from click.exceptions import ClickException, NoArgsIsHelpError, UsageError  # type: ignore[assignment,no-redef]
 
+from sparkmv.cli.session import console, err_console, state
 from sparkmv.errors import InputFileError, ScriptError, SparkMvError
 
 if TYPE_CHECKING:
@@ -36,42 +36,6 @@ app = typer.Typer(
     help="Materialized views that stay fresh on Spark.",
     pretty_exceptions_enable=False,  # main() prints every error as one line
 )
-console = Console()
-if not console.is_terminal:
-    console = Console(width=160)  # logs and pipes: do not wrap tables at 80 columns
-err_console = Console(stderr=True)
-
-
-class _State:
-    """Global options of one invocation (set by the callback, read by commands)."""
-
-    def __init__(self) -> None:
-        self.home: str | None = None
-        self.catalog_url: str | None = None
-        self.master: str | None = None
-        self.remote: str | None = None
-        self.conf: dict[str, str] = {}
-        self.debug = False
-        self.rewrite = True
-        self._client: Client | None = None
-
-    def client(self, recover: bool = True) -> Client:
-        if self._client is None:
-            from sparkmv.client.client import Client
-
-            self._client = Client(
-                self.home,
-                self.catalog_url,
-                master=self.master,
-                conf=self.conf,
-                recover=recover,
-                remote=self.remote,
-                rewrite=self.rewrite,
-            )
-        return self._client
-
-
-state = _State()
 
 
 class OutputFormat(StrEnum):
@@ -103,6 +67,15 @@ def _parse_conf(items: list[str]) -> dict[str, str]:
     return out
 
 
+def _print_version(value: bool) -> None:
+    """``--version``: print ``sparkmv <version>`` and exit 0 (before any other option acts)."""
+    if value:
+        from sparkmv import __version__
+
+        typer.echo(f"sparkmv {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def main_options(
     home: Annotated[str | None, typer.Option(help="State directory (SPARKMV_HOME, default ./.sparkmv).")] = None,
@@ -119,6 +92,9 @@ def main_options(
     conf: Annotated[list[str] | None, typer.Option(help="Spark configuration key=value (repeatable).")] = None,
     debug: Annotated[bool, typer.Option(help="Show tracebacks and debug logs.")] = False,
     no_rewrite: NoRewriteOption = False,
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
 ) -> None:
     """Global options."""
     if master and remote:
@@ -325,15 +301,26 @@ def ui(
 
     # The ui sits beside the cli (layer contract): loaded by name, as the demo is.
     server = importlib.import_module("sparkmv.ui.server")
+    create_app = importlib.import_module("sparkmv.ui.app").create_app
     server.check_catalog_exists(Settings.resolve(state.home, state.catalog_url).catalog_url)
     client = state.client(recover=False)  # recovery would start Spark: the scheduler does it
     server.serve(
-        lambda token: client.ui_app(allow_actions=allow_actions, token=token),
+        lambda token: create_app(client, allow_actions=allow_actions, token=token),
         host,
         port,
         allow_actions,
         _print_flushed,
     )
+
+
+def _add_pipeline_commands() -> None:
+    """``sparkmv pipeline ...`` (in :mod:`sparkmv.cli.pipeline`)."""
+    from sparkmv.cli.pipeline import pipeline_app
+
+    app.add_typer(pipeline_app, name="pipeline")
+
+
+_add_pipeline_commands()
 
 
 def _print_flushed(line: str) -> None:

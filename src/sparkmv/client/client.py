@@ -14,13 +14,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
-from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
+from sparkmv.catalog import ControlCommand, RefreshState, RunState, Trigger
+from sparkmv.client.results import Rows, StatementResult
 from sparkmv.config import Settings
-from sparkmv.errors import ObjectNotFoundError, RefreshError, RefreshFailedError, SparkMvError
+from sparkmv.errors import RefreshError, RefreshFailedError, SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
@@ -36,33 +35,10 @@ if TYPE_CHECKING:
     from sparkmv.refresh.recovery import RecoveryOutcome
     from sparkmv.services.status import MvStatus
 
+__all__ = ["FAILED_STATES", "Client", "Rows", "StatementResult", "check_run"]
+
 FAILED_STATES = (RunState.FAILED, RunState.CANCELLED)
 """Final states of a synchronous refresh that ``raise_on_failure`` turns into an error."""
-
-
-@dataclass(frozen=True)
-class Rows:
-    """A result read from the catalog alone (``SHOW ...``, system tables): printed without Spark.
-
-    Attributes:
-        columns: column names; rows: the rows, in column order.
-        schema: Spark DDL of the columns, when known (for a DataFrame).
-    """
-
-    columns: list[str]
-    rows: list[tuple[Any, ...]]
-    schema: str | None = None
-
-
-@dataclass(frozen=True)
-class StatementResult:
-    """What a statement produced: a DataFrame (queries), rows read from the catalog alone
-    (``SHOW``), or a message (everything else)."""
-
-    dataframe: DataFrame | None = None
-    message: str | None = None
-    run: RefreshRun | None = None
-    rows: Rows | None = None
 
 
 class Client:
@@ -148,90 +124,12 @@ class Client:
         With ``prefer_rows`` (for callers that only print), a query that reads system tables
         only is answered as ``rows`` from the catalog without Spark when it can be.
         """
-        result = self._execute(statement, progress, prefer_rows)
+        from sparkmv.client.statements import execute_statement
+
+        result = execute_statement(self, statement, progress, prefer_rows)
         if raise_on_failure and result.run is not None:
             check_run(result.run)
         return result
-
-    def _execute(self, statement: str, progress: ProgressCallback | None, prefer_rows: bool) -> StatementResult:
-        from sparkmv.refresh.planner import RefreshRequest
-        from sparkmv.sql import statements as st
-        from sparkmv.sql.parser import parse_statement
-
-        stmt = parse_statement(statement)
-        rt = self.runtime
-        match stmt:
-            case st.Query(sql=sql):
-                if prefer_rows:
-                    from sparkmv.client.catalog_query import system_table_rows
-
-                    answer = system_table_rows(rt, sql)
-                    if answer is not None:
-                        return StatementResult(rows=Rows(*answer))
-                from sparkmv.client.queries import run_query, run_rewritten
-
-                if self.rewrite_enabled:
-                    from sparkmv.services.rewrite_log import rewrite_logged
-
-                    rewritten = rewrite_logged(rt, sql)  # also recorded in sparkmv.rewrite_log
-                    if rewritten.rewritten:
-                        return StatementResult(dataframe=run_rewritten(rt, rewritten.sql, rewritten.mvs))
-                return StatementResult(dataframe=run_query(rt, sql))
-            case st.ExplainQuery(sql=sql):
-                from sparkmv.client.explain import explain_query
-                from sparkmv.services.rewrite import rewrite
-
-                return StatementResult(message=explain_query(rewrite(rt, sql, count=False), self.rewrite_enabled))
-            case st.SetVariable(name=name, value=value):
-                self.rewrite_enabled = value
-                return StatementResult(message=f"{name} = {str(value).lower()}")
-            case st.CreateExternalTable():
-                return StatementResult(message=_ddl().create_external_table(rt, stmt))
-            case st.CreateExternalCatalog():
-                from sparkmv.services.catalogs import create_external_catalog
-
-                return StatementResult(message=create_external_catalog(rt, stmt))
-            case st.DropCatalog():
-                from sparkmv.services.catalogs import drop_catalog
-
-                return StatementResult(message=drop_catalog(rt, stmt))
-            case st.CreateMaterializedView():
-                message = _ddl().create_materialized_view(rt, stmt)
-                if not stmt.deferred and "already exists" not in message:
-                    run = self.refresh(stmt.name, progress=progress)
-                    return StatementResult(message=f"{message}; {_run_text(run)}", run=run)
-                return StatementResult(message=message)
-            case st.CreateRefreshableTable():
-                return StatementResult(message=_ddl().create_table(rt, stmt))
-            case st.RefreshMaterializedView():
-                from sparkmv.refresh.context import check_request
-
-                check_request(rt.catalog, rt.iceberg, stmt.name, stmt.start, stmt.end)
-                if stmt.asynchronous:
-                    request = RefreshRequest(stmt.force, stmt.start, stmt.end)
-                    return _queued_result(stmt.name, self.request_refresh(stmt.name, request))
-                run = self.refresh(stmt.name, stmt.force, stmt.start, stmt.end, progress)
-                return StatementResult(message=_run_text(run), run=run)
-            case st.RefreshTable():
-                if stmt.asynchronous:
-                    return _queued_result(stmt.name, self.request_table_refresh(stmt.name))
-                run = self.refresh_table(stmt.name, progress=progress)
-                return StatementResult(message=_run_text(run), run=run)
-            case st.ExplainRefresh():
-                from sparkmv.client.explain import explain_refresh
-
-                return StatementResult(message=explain_refresh(rt, stmt.refresh))
-            case st.CancelRefresh():
-                return StatementResult(message=self.cancel(stmt.name))
-            case st.DropObject():
-                return StatementResult(message=_ddl().drop_object(rt, stmt))
-            case st.AlterMaterializedView():
-                return StatementResult(message=_ddl().alter_materialized_view(rt, stmt))
-            case st.Show(what=what):
-                return StatementResult(rows=self._show(what))
-            case st.Describe(name=name, extended=extended):
-                return StatementResult(dataframe=self._describe(name, extended))
-        raise AssertionError(f"unhandled statement {stmt!r}")
 
     def rewrite(self, sql: str) -> RewriteResult:
         """Query rewrite of SELECT ``sql`` without running it: the SQL to run (over the MVs
@@ -277,8 +175,8 @@ class Client:
                 CANCELLED (its ``run`` attribute is the run).
         """
         from sparkmv.refresh.context import check_request
-        from sparkmv.refresh.jobs.mv import refresh_mv
         from sparkmv.refresh.planner import RefreshRequest
+        from sparkmv.refresh.run_now import refresh_mv
 
         mv = _object_name(name)
         check_request(self.runtime.catalog, self.runtime.iceberg, mv, start, end)
@@ -316,7 +214,7 @@ class Client:
             The finished run; a FAILED or CANCELLED run is returned unless
             ``raise_on_failure``, which raises :class:`RefreshFailedError` instead.
         """
-        from sparkmv.refresh.jobs.reload import reload_table
+        from sparkmv.refresh.run_now import reload_table
 
         run = reload_table(self.runtime, _object_name(name), Trigger.MANUAL, progress)
         return check_run(run) if raise_on_failure else run
@@ -398,20 +296,6 @@ class Client:
                 for c in self.runtime.catalog.runs.chunks(s, run_id)
             ]
 
-    def ui_app(self, allow_actions: bool = False, token: str | None = None) -> Any:
-        """The ``sparkmv ui`` web application over this client's catalog, as an ASGI app
-        (Starlette) to serve with any ASGI server or mount in another app.
-
-        Args:
-            allow_actions: offer refresh, cancel, pause and resume (POST carrying ``token``).
-            token: the token actions must carry (default: a new random one,
-                ``app.state.ui.token``).
-        """
-        import importlib
-
-        # The ui is a front end above the client (layer contract): loaded by name.
-        return importlib.import_module("sparkmv.ui.app").create_app(self, allow_actions, token)
-
     @property
     def spark(self) -> SparkSession:
         """The SparkSession this client uses."""
@@ -427,75 +311,10 @@ class Client:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _show(self, what: str) -> Rows:
-        if what == "CATALOGS":
-            from sparkmv.services import catalogs
-
-            return Rows(catalogs.SHOW_COLUMNS, catalogs.show_catalogs(self.runtime), catalogs.SHOW_SCHEMA)
-        from sparkmv.client.system_tables import table_format
-
-        with self.runtime.catalog.read() as s:
-            rows = self.runtime.catalog.objects.list(s)
-        if what == "MATERIALIZED VIEWS":
-            data = [
-                (ObjectName(r.namespace, r.name).display, r.state, r.is_active, r.partition_by, r.refresh_scheme)
-                for r in rows
-                if r.kind == ObjectKind.MATERIALIZED_VIEW
-            ]
-            schema = "name string, state string, is_active boolean, partition_by string, refresh_scheme string"
-            return Rows(["name", "state", "is_active", "partition_by", "refresh_scheme"], data, schema)
-        data2 = [
-            (
-                ObjectName(r.namespace, r.name).display,
-                r.kind,
-                r.location,
-                ",".join(r.partition_columns or []),
-                table_format(r),
-            )
-            for r in rows
-        ]
-        schema = "name string, kind string, location string, partition_columns string, format string"
-        return Rows(["name", "kind", "location", "partition_columns", "format"], data2, schema)
-
-    def _describe(self, name: ObjectName, extended: bool = False) -> DataFrame:
-        from sparkmv.client.queries import table_dataframe
-        from sparkmv.client.system_tables import describe_extended
-
-        with self.runtime.catalog.read() as s:
-            row = self.runtime.catalog.objects.find(s, name)
-        if row is None and not self.runtime.iceberg.exists(name) and name.namespace != "sparkmv":
-            raise ObjectNotFoundError(f"table or view '{name}' does not exist")
-        df = table_dataframe(self.runtime, name, empty=True)
-        parts = set()
-        if row is not None:
-            parts = {c.lower() for c in (row.partition_columns or [])} | (
-                {row.partition_by.lower()} if row.partition_by else set()
-            )
-        data: list[tuple[str, str | None, bool | None]] = [
-            (f.name, f.dataType.simpleString(), f.name.lower() in parts) for f in df.schema.fields
-        ]
-        if extended:
-            data += [(f"# {key}", value, None) for key, value in describe_extended(row, name)]
-        return self.spark.createDataFrame(data, "column string, type string, is_partition boolean")
-
-
-def _queued_result(name: ObjectName, run: RefreshRun) -> StatementResult:
-    text = f"refresh of '{name}' queued as run {run.run_id}"
-    if run.state == RunState.MERGED:
-        text = f"refresh of '{name}' recorded as run {run.run_id}: {run.reason}"
-    return StatementResult(message=text, run=run)
-
 
 def _object_name(name: str | ObjectName) -> ObjectName:
     """A statement's name is already parsed; a name given as text is parsed here, once."""
     return name if isinstance(name, ObjectName) else ObjectName.parse(name)
-
-
-def _ddl() -> ModuleType:
-    """The DDL module, imported on first use (it imports pyspark)."""
-    from sparkmv.services import ddl
-
-    return ddl
 
 
 def check_run(run: RefreshRun) -> RefreshRun:
@@ -509,16 +328,3 @@ def check_run(run: RefreshRun) -> RefreshRun:
         return run
     reason = f": {run.error}" if run.error else ""
     raise RefreshFailedError(f"refresh run {run.run_id} of '{run.name}' {run.state}{reason}", run)
-
-
-def _run_text(run: RefreshRun) -> str:
-    text = f"run {run.run_id}: {run.state}"
-    if run.mode:
-        text += f" ({run.mode}: {run.reason})"
-    if run.state == RunState.SUCCESS:
-        text += f", {run.partitions_done} partitions, {run.chunks_done} chunks, {run.rows_written} rows"
-        if run.duration_seconds is not None:
-            text += f" in {run.duration_seconds:.1f} s"
-    if run.error:
-        text += f": {run.error}"
-    return text

@@ -19,11 +19,11 @@ from sparkmv.analysis.query import bind_tables, parse_query, referenced_tables
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import AnalysisError, ObjectNotFoundError, SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.lifecycle import spark_error_text
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.resolve import pin_base, read_pinned
 from sparkmv.storage.iceberg import snapshot_key
 from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
+from sparkmv.storage.spark_log import spark_error_text
 
 _views = itertools.count()
 # Per Spark session: MV -> (snapshot id, schema id, DataFrame over that snapshot's files).

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session
 
 from sparkmv.catalog import RefreshState, RunState, Trigger
 from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import LeaseLostError, RefreshCancelledError, RefreshError, SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, RunContext
@@ -40,7 +41,7 @@ from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage import warehouse
 from sparkmv.storage.files import remove_unreferenced
-from sparkmv.storage.spark_log import spark_error_line
+from sparkmv.storage.spark_log import spark_error_text
 
 log = logging.getLogger("sparkmv.refresh")
 
@@ -109,12 +110,6 @@ def chunk_job_group(run_id: int, chunk_id: int) -> str:
     return f"sparkmv-run-{run_id}-chunk-{chunk_id}"
 
 
-def spark_error_text(exc: BaseException) -> str:
-    """The error a failed run records: :func:`sparkmv.storage.spark_log.spark_error_line`,
-    kept up to 2000 characters."""
-    return spark_error_line(exc, limit=2000)
-
-
 class RunLifecycle:
     """Runs refresh runs of any job kind in this process."""
 
@@ -157,18 +152,19 @@ class RunLifecycle:
             return None
         return self._execute(job, run_id, request, None)
 
-    def resume(self, run_id: int) -> tuple[str, RefreshRun]:
+    def resume(self, run_id: int, job_for: Callable[[Runtime, ObjectRow], Job[Any]]) -> tuple[str, RefreshRun]:
         """Continue run ``run_id`` whose lease this process has just taken over.
 
         Returns ``("resumed", run)`` or, beyond the job kind's attempt limit (unless the
         run's commit already landed), ``("abandoned", run)``: FAILED, staging removed,
         the object IDLE with its previous contents.
 
+        ``job_for`` opens the run's object as its job kind (:func:`sparkmv.refresh.jobs.job_for`;
+        given by the caller, so the lifecycle does not depend on the job kinds it runs).
+
         Raises:
             SparkMvError: when completing a FINISHING run failed (it stays to recovery).
         """
-        from sparkmv.refresh.jobs import job_for
-
         with self.catalog.read() as s:
             run = self.catalog.runs.get(s, run_id)
             row = self.catalog.objects.by_id(s, run.object_id)

@@ -127,7 +127,7 @@ def recover_object(rt: Runtime, row: ObjectRow) -> RecoveryOutcome:
         rt.catalog.runs.update(s, run_id, attempts=attempts, owner=str(rt.owner))
     log.info("recovering %s run %s (attempt %d, state %s)", name, run_id, attempts, row.state)
     try:
-        action, result = RunLifecycle(rt).resume(run_id)
+        action, result = RunLifecycle(rt).resume(run_id, job_for)
     except SparkMvError as exc:
         log.error("recovery of %s run %s failed: %s", name, run_id, exc)
         return RecoveryOutcome(name, run_id, "failed")

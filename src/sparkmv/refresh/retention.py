@@ -86,6 +86,6 @@ def check_condition_in(spark: SparkSession, condition: str, column: str | None, 
 
 
 def _message(condition: str, exc: BaseException) -> str:
-    from sparkmv.refresh.lifecycle import spark_error_text
+    from sparkmv.storage.spark_log import spark_error_text
 
     return f"property 'partition_retention_condition' {condition!r} cannot be evaluated: {spark_error_text(exc)}"

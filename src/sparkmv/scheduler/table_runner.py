@@ -39,7 +39,7 @@ class TableReloads:
     def _process_table(self, row: ObjectRow, now: datetime) -> NodeResult:
         """Execute a queued reload (``REFRESH TABLE ... WITH ASYNC MODE``) of a refreshable
         table, or reload it when its ``refresh_interval_sec`` passed."""
-        from sparkmv.refresh.jobs.reload import reload_table
+        from sparkmv.refresh.run_now import reload_table
 
         name = qualified(row)
         display = ObjectName(row.namespace, row.name).display

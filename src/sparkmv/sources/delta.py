@@ -31,6 +31,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote
 
@@ -42,7 +43,7 @@ if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Sp
     from deltalake import DeltaTable
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparkmv.sources.changes import BaseChange
+    from sparkmv.sources.base_change import BaseChange
 
 READABLE_FEATURES = frozenset(
     {"timestampNtz", "deletionVectors", "columnMapping", "v2Checkpoint", "vacuumProtocolCheck"}
@@ -239,22 +240,24 @@ def _in_hive_dir(base: str, key: str, file: str) -> bool:
 # -- change log ------------------------------------------------------------------------------
 
 
-def delta_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange:
+def delta_change(
+    consumed: PinnedTable, current: PinnedTable, feed: Callable[[PinnedTable, PinnedTable], BaseChange | None]
+) -> BaseChange:
     """The change of a Delta base table from the consumed version to the pinned one, read
     from the commit files in between (module docstring); the delta is the added files of the
-    append commits, grouped by partition."""
+    append commits, grouped by partition. A range with removes is read by ``feed`` (the
+    change data feed, :func:`sparkmv.sources.delta_cdf.feed_change`) when it can, else as
+    the difference of the two versions' files."""
     import dataclasses
 
-    from sparkmv.sources.changes import NOT_APPEND_ONLY, UNCHANGED, BaseChange, _append
+    from sparkmv.sources.base_change import NOT_APPEND_ONLY, UNCHANGED, BaseChange, appended
 
     old, new, name = consumed.snapshot_id, current.snapshot_id, current.name
     if old == new:
         return BaseChange(name, UNCHANGED, None, consumed, None)
     added, reason = _appended(name, current.location or "", old, new)
     if reason is not None and reason.startswith(_REMOVES):
-        from sparkmv.sources.delta_cdf import feed_change
-
-        return feed_change(consumed, current) or _signed_change(consumed, current)
+        return feed(consumed, current) or _signed_change(consumed, current)
     if reason is not None:
         return BaseChange(name, NOT_APPEND_ONLY, reason, consumed, None)
     if not added:
@@ -273,7 +276,7 @@ def delta_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange:
         )
         for key, files in sorted(parts.items())
     }
-    return _append(consumed, current, delta)
+    return appended(consumed, current, delta)
 
 
 def _size(path: str) -> int:
@@ -347,7 +350,7 @@ def _signed_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange:
     cannot be read (vacuumed)."""
     import dataclasses
 
-    from sparkmv.sources.changes import NOT_APPEND_ONLY, SIGNED, BaseChange
+    from sparkmv.sources.base_change import NOT_APPEND_ONLY, SIGNED, BaseChange
 
     name, location = current.name, current.location or ""
     before = {f: key for key, p in consumed.partitions.items() for f in p.files}

@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
 
-    from sparkmv.sources.changes import BaseChange
+    from sparkmv.sources.base_change import BaseChange
 
 ENABLE_PROPERTY = "delta.enableChangeDataFeed"
 FEED_MAX_BYTES = ARROW_NETTING_BYTES
@@ -88,7 +88,7 @@ def feed_change(consumed: PinnedTable, current: PinnedTable) -> BaseChange | Non
         SourceError: the consumed version cannot be opened (see
             :func:`sparkmv.sources.delta.open_table`).
     """
-    from sparkmv.sources.changes import SIGNED, BaseChange
+    from sparkmv.sources.base_change import SIGNED, BaseChange
     from sparkmv.sources.delta import _is_local, _root, open_table
 
     old, new, location = consumed.snapshot_id, current.snapshot_id, current.location or ""
@@ -192,7 +192,7 @@ def read_feed(spark: SparkSession, pinned: PinnedTable) -> DataFrame:
             the run was planned), naming the table and the versions.
     """
     from sparkmv.sources.delta import open_table
-    from sparkmv.sources.signed import _from_arrow, _netted, net_arrow
+    from sparkmv.sources.signed import _from_arrow, net_arrow, netted
     from sparkmv.storage.schema import schema_from_json
 
     schema = schema_from_json(pinned.schema_json)
@@ -206,10 +206,10 @@ def read_feed(spark: SparkSession, pinned: PinnedTable) -> DataFrame:
         raise SourceError(
             f"table '{pinned.name}': cannot read the change data feed of versions {since} to {until}: {text}"
         ) from exc
-    netted = net_arrow(rows)
-    if netted is None:  # columns Arrow cannot group: Spark nets them
-        return _netted(_from_arrow(spark, rows, schema), [f.name for f in schema.fields])
-    return _from_arrow(spark, netted, schema)
+    in_arrow = net_arrow(rows)
+    if in_arrow is None:  # columns Arrow cannot group: Spark nets them
+        return netted(_from_arrow(spark, rows, schema), [f.name for f in schema.fields])
+    return _from_arrow(spark, in_arrow, schema)
 
 
 def _arrow_table(feed: Any) -> pa.Table:

@@ -69,11 +69,27 @@ def read_pinned(
         return delta.read(spark, pinned, partitions)
     if pinned.kind == "changelog":
         return refreshable.read_changes(spark, pinned)
+    if pinned.kind == signed.SIGNED and signed.FEED in pinned.partitions:  # a Delta table's change data feed
+        from sparkmv.sources.delta_cdf import read_feed
+
+        return read_feed(spark, pinned)
+    if pinned.kind == signed.SIGNED and any("|" in key for key in pinned.partitions):  # a Delta table's change
+        return _delta_signed(spark, pinned)
     if pinned.kind == signed.SIGNED:
         return signed.read(spark, pinned, lambda: _load(pinned, store), store.warehouse if store else None)
     if pinned.catalog_properties is not None:
         return external_tables.read(spark, pinned, partitions)
     return iceberg.read(spark, pinned, partitions)
+
+
+def _delta_signed(spark: SparkSession, pinned: PinnedTable) -> DataFrame:
+    """The signed rows of a Delta table's change read from its removed and added files,
+    netted when it has both (:func:`sparkmv.sources.delta.read_signed`)."""
+    from sparkmv.storage.schema import schema_from_json
+
+    rows = delta.read_signed(spark, pinned)
+    both = all(any(k.startswith(s + "|") for k in pinned.partitions) for s in "+-")
+    return signed.netted(rows, [f.name for f in schema_from_json(pinned.schema_json).fields]) if both else rows
 
 
 def _load(pinned: PinnedTable, store: IcebergStore | None) -> Table:

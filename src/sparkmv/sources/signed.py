@@ -158,7 +158,8 @@ def _partition(tasks: list[FileScanTask], version: str) -> PinnedPartition:
 def read(
     spark: SparkSession, pinned: PinnedTable, load: Callable[[], Table], cache_root: Location | None = None
 ) -> DataFrame:
-    """The signed rows of a ``signed`` change: the table's columns and :data:`SIGN_COLUMN`,
+    """The signed rows of an Iceberg table's ``signed`` change (a Delta table's is read by
+    :func:`sparkmv.sources.resolve.read_pinned`): the table's columns and :data:`SIGN_COLUMN`,
     netted per distinct row (a row both removed and added, as in a copy-on-write rewrite
     or a compaction, is not in the result).
 
@@ -176,26 +177,16 @@ def read(
 
     schema = schema_from_json(pinned.schema_json)
     parts = pinned.partitions
-    if FEED in parts:  # a Delta table's change data feed (sparkmv.sources.delta_cdf)
-        from sparkmv.sources.delta_cdf import read_feed
-
-        return read_feed(spark, pinned)
-    if any("|" in key for key in parts):  # a Delta table's change (sparkmv.sources.delta)
-        from sparkmv.sources.delta import read_signed
-
-        both = all(any(k.startswith(s + "|") for k in parts) for s in "+-")
-        rows = read_signed(spark, pinned)
-        return _netted(rows, [f.name for f in schema.fields]) if both else rows
     if cache_root is not None:
         cached = change_cache.load(cache_root, pinned)
         if cached is not None:
             return _from_arrow(spark, cached, schema)
     if sum(p.bytes for p in parts.values()) <= ARROW_NETTING_BYTES:
-        netted = _netted_in_arrow(pinned, load(), [f.name for f in schema.fields])
-        if netted is not None:
+        in_arrow = _netted_in_arrow(pinned, load(), [f.name for f in schema.fields])
+        if in_arrow is not None:
             if cache_root is not None:
-                change_cache.store(cache_root, pinned, netted)
-            return _from_arrow(spark, netted, schema)
+                change_cache.store(cache_root, pinned, in_arrow)
+            return _from_arrow(spark, in_arrow, schema)
     frames = []
     for role, sign in ((ADDED, 1), (REMOVED, -1)):
         if role in parts:
@@ -209,18 +200,18 @@ def read(
     rows = frames[0]
     for frame in frames[1:]:
         rows = rows.unionByName(frame)
-    netted = _netted(rows, [f.name for f in schema.fields]) if len(frames) > 1 else rows
-    return _stored(spark, netted, pinned, schema, cache_root) if cache_root is not None else netted
+    net = netted(rows, [f.name for f in schema.fields]) if len(frames) > 1 else rows
+    return _stored(spark, net, pinned, schema, cache_root) if cache_root is not None else net
 
 
 def _stored(
-    spark: SparkSession, netted: DataFrame, pinned: PinnedTable, schema: StructType, cache_root: Location
+    spark: SparkSession, net: DataFrame, pinned: PinnedTable, schema: StructType, cache_root: Location
 ) -> DataFrame:
-    """``netted`` computed now and stored in the change cache, as a local relation; the
-    lazy ``netted`` itself when it has more rows than the cache keeps."""
-    rows = netted.limit(change_cache.MAX_ROWS + 1).toArrow()
+    """The netted rows ``net`` computed now and stored in the change cache, as a local
+    relation; the lazy ``net`` itself when it has more rows than the cache keeps."""
+    rows = net.limit(change_cache.MAX_ROWS + 1).toArrow()
     if not change_cache.store(cache_root, pinned, rows):
-        return netted
+        return net
     return _from_arrow(spark, rows, schema)
 
 
@@ -243,7 +234,7 @@ def _from_arrow(spark: SparkSession, arrow: pa.Table, schema: StructType) -> Dat
 
 def _netted_in_arrow(pinned: PinnedTable, table: Table, columns: list[str]) -> pa.Table | None:
     """Every role's signed rows read through pyiceberg and netted per distinct row (as
-    :func:`_netted`); None when Arrow cannot group these columns (nested types) or a
+    :func:`netted`); None when Arrow cannot group these columns (nested types) or a
     snapshot of the change was expired since (the files are then read by path)."""
     parts = pinned.partitions
     try:
@@ -267,7 +258,7 @@ def _netted_in_arrow(pinned: PinnedTable, table: Table, columns: list[str]) -> p
 
 def net_arrow(rows: pa.Table) -> pa.Table | None:
     """Signed rows (any columns and :data:`SIGN_COLUMN`, int) netted per distinct row, as
-    :func:`_netted` does in Spark: one row of sign +1 or -1 per unit of each distinct row's
+    :func:`netted` does in Spark: one row of sign +1 or -1 per unit of each distinct row's
     net count, rows whose signs cancel left out; None when Arrow cannot group these columns
     (nested types).
 
@@ -290,12 +281,36 @@ def net_arrow(rows: pa.Table) -> pa.Table | None:
     return grouped.select(keys).take(pa.array(index)).append_column(SIGN_COLUMN, pa.array(signs))
 
 
-def _netted(rows: DataFrame, columns: list[str]) -> DataFrame:
-    """One signed row per unit of each distinct row's net count (+n: n rows of sign +1)."""
+def netted(rows: DataFrame, columns: list[str]) -> DataFrame:
+    """One signed row per unit of each distinct row's net count (+n: n rows of sign +1).
+
+    A copy-on-write rewrite retracts and adds back millions of rows to change a few, and
+    grouping every column of them shuffles them whole. So the rows are first grouped by a
+    64-bit hash of the row (with each column's NULL flag, so ``(1, NULL)`` and ``(NULL, 1)``
+    differ): a bucket whose signs sum to 0 and whose rows agree on a second, independent
+    64-bit hash holds one row added back as often as it was retracted, and is dropped; only
+    the rows of the other buckets (the few changed) are netted exactly by every column.
+    A changed row is lost only if it shares both hashes with another changed row of the
+    opposite sign (a 128-bit collision).
+    """
     from pyspark.sql import functions as F
 
     quoted = [F.col(f"`{c}`") for c in columns]
-    n = rows.groupBy(*quoted).agg(F.sum(SIGN_COLUMN).alias("__smv_n")).where(F.col("__smv_n") != 0)
+    flagged = [part for c in quoted for part in (c, c.isNull())]
+    hashed = rows.select(
+        *quoted,
+        F.col(SIGN_COLUMN),
+        F.xxhash64(*flagged).alias("__smv_h1"),
+        F.xxhash64(F.lit("sparkmv"), *flagged).alias("__smv_h2"),
+    )
+    changed = (
+        hashed.groupBy("__smv_h1")
+        .agg(F.sum(SIGN_COLUMN).alias("__smv_n"), F.min("__smv_h2").alias("lo"), F.max("__smv_h2").alias("hi"))
+        .where((F.col("__smv_n") != 0) | (F.col("lo") != F.col("hi")))
+        .select("__smv_h1")
+    )
+    candidates = hashed.join(changed, "__smv_h1", "left_semi").select(*quoted, F.col(SIGN_COLUMN))
+    n = candidates.groupBy(*quoted).agg(F.sum(SIGN_COLUMN).alias("__smv_n")).where(F.col("__smv_n") != 0)
     ones = F.explode(F.array_repeat(F.signum("__smv_n").cast("int"), F.abs("__smv_n").cast("int")))
     return n.select(*quoted, ones.alias(SIGN_COLUMN))
 

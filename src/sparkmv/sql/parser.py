@@ -178,7 +178,8 @@ def _refresh_mv(c: Cursor) -> RefreshMaterializedView:
     return RefreshMaterializedView(name, start, end, force, asynchronous)
 
 
-def _properties(c: Cursor) -> dict[str, str]:
+def properties_clause(c: Cursor) -> dict[str, str]:
+    """``('k' = 'v', ...)`` at the cursor (keys quoted or dotted identifiers), as a dict."""
     c.expect("(")
     props: dict[str, str] = {}
     while True:
@@ -232,7 +233,7 @@ def _scheme(c: Cursor) -> RefreshScheme:
 def _alter(c: Cursor) -> AlterMaterializedView:
     name = c.name()
     if c.accept("SET", "PROPERTIES"):
-        stmt = AlterMaterializedView(name, set_properties=_properties(c))
+        stmt = AlterMaterializedView(name, set_properties=properties_clause(c))
     elif c.accept("ACTIVE"):
         stmt = AlterMaterializedView(name, active=True)
     elif c.accept("INACTIVE"):
@@ -266,7 +267,7 @@ def _create(c: Cursor) -> Statement:
         if_not_exists = c.accept("IF", "NOT", "EXISTS")
         catalog = _catalog_name(c)
         c.expect("PROPERTIES")
-        properties = _properties(c)
+        properties = properties_clause(c)
         c.expect_end()
         return CreateExternalCatalog(catalog, properties, if_not_exists)
     if c.accept("EXTERNAL", "TABLE"):
@@ -275,11 +276,11 @@ def _create(c: Cursor) -> Statement:
         c.expect("USING")
         fmt = c.ident().lower()
         # Spark's reader options, before or after LOCATION (as Spark's CREATE TABLE allows)
-        options = _properties(c) if c.accept("OPTIONS") else {}
+        options = properties_clause(c) if c.accept("OPTIONS") else {}
         c.expect("LOCATION")
         location = c.string()
         if not options and c.accept("OPTIONS"):
-            options = _properties(c)
+            options = properties_clause(c)
         c.expect_end()
         return CreateExternalTable(name, location, fmt, if_not_exists, options)
     if c.accept("MATERIALIZED", "VIEW"):
@@ -302,7 +303,7 @@ def _create(c: Cursor) -> Statement:
                 if not timed or c.peek("MANUAL") or c.peek("ASYNC"):
                     refresh = _scheme(c)
             elif c.accept("PROPERTIES"):
-                props.update(_properties(c))
+                props.update(properties_clause(c))
             else:
                 raise c.error("PARTITION BY, REFRESH, PROPERTIES or AS")
         c.expect("AS")
@@ -358,7 +359,7 @@ def _create_table(c: Cursor) -> CreateRefreshableTable:
             raise c.error("OVERWRITE or IGNORE")
     options: dict[str, str] = {}
     if c.accept("WITH"):
-        options = {k.lower(): v for k, v in _properties(c).items()}
+        options = {k.lower(): v for k, v in properties_clause(c).items()}
     c.expect_end()
     return CreateRefreshableTable(name, columns, pk, on_conflict, options, if_not_exists)
 

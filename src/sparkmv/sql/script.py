@@ -65,6 +65,18 @@ def parse_script(text: str) -> list[ScriptStatement]:
     return out
 
 
+def split_statements(text: str) -> list[tuple[str, int, int]]:
+    """The statements of ``text`` split on ``;`` (not parsed): each stripped text with the line
+    and column it starts on (1-based); pieces of only blanks and comments are dropped."""
+    return [(piece, *line_col(text, offset)) for piece, offset in _split_with_offsets(text)]
+
+
+def shift_position(message: str, line: int, col: int) -> str:
+    """``message``'s first ``at line L, column C`` (in a statement starting at ``line``, ``col``)
+    as a position in the whole text."""
+    return _POSITION.sub(functools.partial(_shift, line=line, col=col), message, count=1)
+
+
 def _shift(m: re.Match[str], *, line: int, col: int) -> str:
     """A statement's ``line L, column C`` as a position in the whole script."""
     inner_line, inner_col = int(m.group(1)), int(m.group(2))

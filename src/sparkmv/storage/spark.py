@@ -38,6 +38,9 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.memory": "4g",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "1000000",
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",
+    # Parquet's vectored reads run in other threads, which Spark's input metrics (read per
+    # task thread) do not see: a run's bytes_read would count the footers only.
+    "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
 }
 
 _lock = threading.Lock()

@@ -187,3 +187,9 @@ def spark_error_line(exc: BaseException, limit: int = 1000) -> str:
         if line and not line.startswith(_NOISE):
             return _CLASS_PREFIX.sub("", line)[:limit]
     return type(exc).__name__
+
+
+def spark_error_text(exc: BaseException) -> str:
+    """The error a failed run or a refused query records: :func:`spark_error_line`, kept up
+    to 2000 characters."""
+    return spark_error_line(exc, limit=2000)

@@ -11,7 +11,6 @@ MV (no aggregate) offers each of its select items.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
@@ -19,11 +18,9 @@ from sparkmv.analysis.constructs import is_aggregate_call
 from sparkmv.analysis.incremental import ROW_COUNT, STATE_PREFIX
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.analysis.rewrite.normalize import Block, Schema, canonical, qualify_query, select_block
+from sparkmv.analysis.rewrite.stale import StalePartitions
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName, is_hidden_column
-
-if TYPE_CHECKING:
-    from sparkmv.analysis.rewrite.union import StalePartitions
 
 
 @dataclass(frozen=True)

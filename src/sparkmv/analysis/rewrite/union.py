@@ -20,6 +20,7 @@ caller (:mod:`sparkmv.services.compensation`, through the refresh planner); this
 renders it, with typed literals (:func:`sparkmv.analysis.query.partition_literal`).
 
 >>> from sparkmv.analysis.rewrite.shape import MvCandidate
+>>> from sparkmv.names import ObjectName
 >>> stale = StalePartitions("m", "string", ("1995-02", None), "SELECT m, sum(q) AS s FROM li GROUP BY m",
 ...     (BaseFilter(ObjectName("default", "li"), "m", "string", ("1995-02",)),))
 >>> mv = MvCandidate(ObjectName("default", "by_m"), "", (("m", "string"), ("s", "bigint")), stale=stale)
@@ -37,60 +38,19 @@ AS __smv_q WHERE `__smv_q`.`m` IN ('1995-02') OR `__smv_q`.`m` IS NULL) AS defau
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from sqlglot import exp
 
 from sparkmv.analysis.incremental import stored_query
 from sparkmv.analysis.query import DIALECT, partition_predicate, restrict_tables
-from sparkmv.names import ObjectName
-from sparkmv.storage.partition_values import PartitionText
+from sparkmv.analysis.rewrite.stale import BaseFilter, StalePartitions
 
 if TYPE_CHECKING:
     from sparkmv.analysis.rewrite.shape import MvCandidate
 
-__all__ = ["BaseFilter", "StalePartitions", "union_source"]
+__all__ = ["BaseFilter", "StalePartitions", "union_source"]  # the first two re-exported from .stale
 _INNER = "__smv_q"
-
-
-@dataclass(frozen=True)
-class BaseFilter:
-    """The base partitions of a reference table that feed the stale MV partitions: rows of
-    ``table`` whose partition column ``column`` (values of ``kind``) is one of ``values``."""
-
-    table: ObjectName
-    column: str
-    kind: str
-    values: tuple[PartitionText, ...]
-
-    def condition(self) -> exp.Expr:
-        """The condition over the table's unqualified columns."""
-        return partition_predicate(exp.column(self.column), self.values, self.kind)
-
-
-@dataclass(frozen=True)
-class StalePartitions:
-    """The stale partitions of an MV, to be computed from the base in a rewrite.
-
-    Attributes:
-        column: the MV partition column.
-        kind: the kind of its typed values (:mod:`sparkmv.storage.partition_values`).
-        values: the stale MV partition values (text form, None for NULL).
-        query: the MV's defining query (Spark SQL).
-        base_filters: per reference table, the base partitions feeding ``values`` (empty:
-            the base tables are read whole and only the MV partition column is filtered).
-    """
-
-    column: str
-    kind: str
-    values: tuple[PartitionText, ...]
-    query: str
-    base_filters: tuple[BaseFilter, ...] = ()
-
-    def describe(self) -> str:
-        """For EXPLAIN: ``3 stale partitions and consistency CHECKED: compensated from base``."""
-        return f"{len(self.values)} stale partitions and consistency CHECKED: compensated from base"
 
 
 def union_source(candidate: MvCandidate, alias: str) -> exp.Subquery:

@@ -12,12 +12,16 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
+from pyiceberg.table import Table
+
+from sparkmv.analysis.incremental import IvmAnalysis, Stage, analyze_incremental
+from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
+from sparkmv.refresh.incremental.pruned import joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
@@ -243,18 +247,29 @@ def _estimate(
     :mod:`sparkmv.refresh.incremental.candidates`)."""
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
-    joined = sum(_bytes(inp.pinned[o]) for t in changed for o in inp.pinned if o != t)
+    join = joined_bytes(analysis, inp.pinned, changed, lambda p: _iceberg_table(rt, p))
+    joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
     keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
+    staged = stage_bytes(inp.pinned, analysis.stages) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
-    total = appended + joined + rewritten + recomputed + keyed + fixed
+    terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0
+    total = appended + joined + rewritten + recomputed + keyed + staged + fixed + terms
     parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
     if analysis.keyed is not None:
         parts.insert(0, f"{analysis.technique} of the group keys ({', '.join(analysis.keyed.keys)})")
     if keyed:
         parts.append(f"recomputes the touched groups from the new input filtered by their keys (~{size_text(keyed)})")
-    if joined:
+    if staged:
+        names = ", ".join(s.name for s in analysis.stages)
+        parts.append(
+            f"inner stages ({names}) recompute their touched keys over the old and new input (~{size_text(staged)})"
+        )
+    if join.pruned_on:
+        on = ", ".join(join.pruned_on)
+        parts.append(f"joins {size_text(joined)} of {size_text(join.whole)} (min/max pruning on {on})")
+    elif joined:
         parts.append(f"joins {size_text(joined)}")
     if rewritten:
         parts.append(f"rewrites ~{size_text(rewritten)} of the MV")
@@ -262,6 +277,8 @@ def _estimate(
         parts.append(f"recomputes MIN/MAX groups reaching a retracted value, reading ~{size_text(recomputed)}")
     if fixed:
         parts.append(f"applying signed rows costs about as much as reading {size_text(fixed)}")
+    if terms:
+        parts.append(f"{len(changed)} join term(s) cost about as much as reading {size_text(terms)}")
     compactions = sum(c.compactions for c in changes.values())
     if compactions:
         parts.append(f"{compactions} compaction snapshot(s) skipped")
@@ -282,6 +299,19 @@ def _changed_share(change: BaseChange, table: PinnedTable) -> float:
     if change.netted_rows is None or not rows:
         return change.delta_bytes
     return change.netted_rows / rows * _bytes(table)
+
+
+def _iceberg_table(rt: Runtime, pinned: PinnedTable) -> Table | None:
+    """The Iceberg table of a pinned base table (of sparkmv's catalog or an external one);
+    None for other kinds."""
+    if pinned.kind not in ("iceberg", "refreshable") or pinned.snapshot_id is None:
+        return None
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    if pinned.catalog_properties is not None:
+        from sparkmv.sources.external import load_table
+
+        return load_table(name, pinned.catalog_properties)
+    return rt.iceberg.load(name)
 
 
 def change_json(change: BaseChange) -> dict[str, Any]:
@@ -328,6 +358,14 @@ def change_text(change: BaseChange) -> str:
     return f"base table '{change.table}': {size_text(change.delta_bytes)} appended{rows}"
 
 
+JOIN_TERM_FIXED_BYTES = 16 * 1024 * 1024
+"""The fixed cost of one delta term of a join (a changed base table joined with the others),
+in bytes read: its own Spark jobs (the semi-join reduction's key collection, the term, its
+caching). Measured on TPC-H SF 0.1 after RF1 (bench/RESULTS.md, issue 24): forced
+INCREMENTAL of Q3, Q5, Q10 and Q12 read 1.6-3.9 MiB yet took 3-5 s against 1.8-3 s for FULL
+reading ~23 MiB, so two terms cost about what ~30 MiB of reading does; at SF 1 the joins'
+~230 MiB outweigh it."""
+
 SIGNED_FIXED_BYTES = 32 * 1024 * 1024
 """The fixed cost of an INCREMENTAL run that applies signed rows (Iceberg / Delta deletes and
 updates), in bytes read: it runs about six more Spark jobs than a recomputation (the signed
@@ -344,6 +382,21 @@ def _keyed_bytes(inp: PlanInput) -> int:
     FULL (1.1x to 7x: the key queries and the merge are Spark jobs of their own), and
     counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time."""
     return sum(_bytes(p) for p in inp.pinned.values())
+
+
+def stage_bytes(pinned: dict[str, PinnedTable], stages: tuple[Stage, ...]) -> int:
+    """Bytes the inner stages' virtual inputs cost about as much as reading: each stage
+    (nested ones too) reads the base tables of its query twice, over the new and the old
+    input (its frames and its touched keys' rows on both sides,
+    :mod:`sparkmv.refresh.incremental.stages`)."""
+    total = 0
+    for stage in stages:
+        tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
+        total += 2 * sum(
+            _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
+        )
+        total += stage_bytes(pinned, stage.analysis.stages)
+    return total
 
 
 def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:

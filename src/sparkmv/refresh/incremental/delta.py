@@ -20,6 +20,7 @@ from its stored sum and count, and a SUM over only NULLs stays NULL (its non-NUL
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -42,10 +43,12 @@ from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, b
 from sparkmv.analysis.query import bind_tables, parse_query
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental.semijoin import Reducer
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 
+log = logging.getLogger("sparkmv.refresh")
 _views = itertools.count()
 SIGNED_KINDS = ("changelog", "signed")
 """Kinds of a delta PinnedTable whose rows carry a sign (a refreshable table's changelog, an
@@ -81,6 +84,7 @@ def delta_terms(
     new: dict[str, PinnedTable],
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
+    views: Views | None = None,
 ) -> Iterator[Terms]:
     """The delta terms of the MV's augmented query.
 
@@ -91,11 +95,13 @@ def delta_terms(
             only): appended files, or signed rows (kind ``changelog``: a refreshable table's
             changelog; ``signed``: an Iceberg table's change with retractions).
 
-    The temporary views the terms read are dropped when the context exits, so use the
-    DataFrames inside it.
+    The temporary views the terms read are dropped when the context exits (unless ``views``,
+    the run's views holding the inner stages' virtual inputs, is given: its owner drops
+    them), so use the DataFrames inside it.
     """
     order = sorted(new)
-    views = Views(rt)
+    owned = views is None
+    views = views or Views(rt)
     signed = any(d.kind in SIGNED_KINDS for d in delta.values())
     full = parse_query(analysis.augmented_sql)
     formulas = {i: c.name for i, c in enumerate(analysis.columns) if c.role == "formula"}
@@ -121,28 +127,41 @@ def delta_terms(
             union = frame if union is None else union.unionByName(frame, allowMissingColumns=True)
         yield Terms(union, signed, over_new)
     finally:
-        views.drop()
+        if owned:
+            views.drop()
 
 
 class Views:
     """The temporary views of one run's delta terms: each base table read at its new
     position, its old (consumed) position, or as its delta, created once each and dropped
-    together (:meth:`drop`)."""
+    together (:meth:`drop`). An inner stage's virtual input (:mod:`sparkmv.refresh.incremental.stages`)
+    is a DataFrame per role (:attr:`frames`) instead of a pinned base table."""
 
     def __init__(self, rt: Runtime) -> None:
         self.rt = rt
         self.created: dict[tuple[str, str], str] = {}
+        self.reducer = Reducer()
+        self.reduced: list[str] = []
+        """What the semi-join reductions of the terms filtered (for the run's log)."""
+        self.frames: dict[tuple[str, str], DataFrame] = {}
 
     def view(self, table: str, role: str, pinned: PinnedTable) -> str:
         """The name of the temporary view of ``table`` in ``role`` (new, old, delta)."""
         if (table, role) not in self.created:
             self.created[(table, role)] = name = f"__smv_d{next(_views)}"
-            read_pinned(self.rt.spark, pinned, store=self.rt.iceberg).createOrReplaceTempView(name)
+            frame = self.frames.get((table, role))
+            if frame is None:
+                frame = read_pinned(self.rt.spark, pinned, store=self.rt.iceberg)
+            frame.createOrReplaceTempView(name)
         return self.created[(table, role)]
 
     def over_new(self, query: exp.Query, new: dict[str, PinnedTable]) -> DataFrame:
         """``query`` over the new input of every base table."""
-        views = {ObjectName.parse(t, allow_reserved=True): self.view(t, "new", new[t]) for t in sorted(new)}
+        return self.over(query, "new", new)
+
+    def over(self, query: exp.Query, role: str, tables: dict[str, PinnedTable]) -> DataFrame:
+        """``query`` over every base table (and virtual input) read in ``role`` (new, old)."""
+        views = {ObjectName.parse(t, allow_reserved=True): self.view(t, role, tables[t]) for t in sorted(tables)}
         return self.rt.spark.sql(bind_tables(query, views))
 
     def term(
@@ -156,10 +175,36 @@ class Views:
         """The ``i``-th delta term of ``query`` (base tables sorted by name): the tables
         before the ``i``-th read new, the ``i``-th as its delta, those after it old."""
         views: dict[ObjectName, str] = {}
+        roles: dict[str, tuple[str, PinnedTable]] = {}
         for j, table in enumerate(sorted(new)):
             role, source = ("new", new[table]) if j < i else ("delta", delta[table]) if j == i else ("old", old[table])
+            roles[table] = (role, source)
             views[ObjectName.parse(table, allow_reserved=True)] = self.view(table, role, source)
+        changed = sorted(new)[i]
+        frames = {t: self.rt.spark.table(views[ObjectName.parse(t, allow_reserved=True)]) for t in roles}
+        rows = [p.rows for p in delta[changed].partitions.values()]
+        known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
+        for table, (text, cond) in self.reducer.conditions(query, changed, frames, known).items():
+            role, source = roles[table]
+            views[ObjectName.parse(table, allow_reserved=True)] = self.filtered(
+                table, role, source, f"{text} of '{changed}'", cond
+            )
+            self.reduced.append(f"term of '{changed}': '{table}' {text}")
+            log.info("semi-join reduction: %s", self.reduced[-1])
         return self.rt.spark.sql(bind_tables(query, views))
+
+    def filtered(self, table: str, role: str, pinned: PinnedTable, text: str, cond: Column) -> str:
+        """The name of a temporary view of ``table`` in ``role`` filtered by ``cond``
+        (a semi-join reduction, :mod:`sparkmv.refresh.incremental.semijoin`; ``text``
+        names it)."""
+        key = (table, f"{role} {text}")
+        if key not in self.created:
+            self.created[key] = name = f"__smv_d{next(_views)}"
+            frame = self.frames.get((table, role))  # an inner stage's virtual input
+            if frame is None:
+                frame = read_pinned(self.rt.spark, pinned, store=self.rt.iceberg)
+            frame.where(cond).createOrReplaceTempView(name)
+        return self.created[key]
 
     def drop(self) -> None:
         """Drop every view created."""

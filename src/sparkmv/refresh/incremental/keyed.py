@@ -41,14 +41,17 @@ def touched_keys(
     new: dict[str, PinnedTable],
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
+    views: Views | None = None,
 ) -> Iterator[Terms]:
     """The group keys a change touches, as :class:`~sparkmv.refresh.incremental.delta.Terms`:
     ``union`` has one column per key (named and typed as the MV's column ``target`` has it;
     None when no base table changed), ``over_new`` is the defining query over the new input.
 
-    The temporary views are dropped when the context exits."""
+    The temporary views are dropped when the context exits (unless ``views`` is given, as
+    :func:`~sparkmv.refresh.incremental.delta.delta_terms` says)."""
     assert analysis.keyed is not None
-    views = Views(rt)
+    owned = views is None
+    views = views or Views(rt)
     query = parse_query(analysis.augmented_sql)
     qualified = {ObjectName.parse(t, allow_reserved=True): t for t in new}
     key_types = StructType([f for f in target.fields if f.name.lower() in analysis.keyed.keys])
@@ -63,7 +66,8 @@ def touched_keys(
         signed = any(d.kind in SIGNED_KINDS for d in delta.values())
         yield Terms(None if union is None else union.distinct(), signed, lambda: views.over_new(query, new))
     finally:
-        views.drop()
+        if owned:
+            views.drop()
 
 
 def _term_sqls(
@@ -76,8 +80,9 @@ def _term_sqls(
     delta rule), and each subquery term once per changed reference inside its subquery
     (the delta rule among the subquery's references; the outer ones read new)."""
     new, old, delta = positions
-    sqls = []
-    terms = [(plan.key_sql, None), *plan.subquery_terms]
+    sqls = _outer_term_sqls(views, plan, qualified, positions)
+    main: list[tuple[str, tuple[bool, ...] | None]] = [] if plan.outer_terms else [(plan.key_sql, None)]
+    terms = [*main, *plan.subquery_terms]
     for sql, mask in terms:
         query = parse_query(sql)
         occurrences = [qualified[name] for name in table_occurrences(query)]
@@ -90,6 +95,33 @@ def _term_sqls(
                 before = j not in own or own.index(j) < rank
                 bound.append(views.view(table, "new", new[table]) if before else views.view(table, "old", old[table]))
             bound[i] = views.view(occurrences[i], "delta", delta[occurrences[i]])
+            sqls.append(bind_occurrences(query, bound))
+    return sqls
+
+
+def _outer_term_sqls(
+    views: Views,
+    plan: KeyedPlan,
+    qualified: dict[ObjectName, str],
+    positions: tuple[dict[str, PinnedTable], dict[str, PinnedTable], dict[str, PinnedTable]],
+) -> list[str]:
+    """The bound outer-join key queries (:mod:`sparkmv.analysis.outer`): each term once per
+    changed reference its mask marks, that reference read as its delta, every earlier
+    reference (of the whole query) new and every later one old — the delta rule's order,
+    the same as the plain key query's."""
+    new, old, delta = positions
+    sqls = []
+    for sql, mask in plan.outer_terms:
+        query = parse_query(sql)
+        occurrences = [qualified[name] for name in table_occurrences(query)]
+        for i, table in enumerate(occurrences):
+            if not mask[i] or table not in delta:
+                continue
+            bound: list[str | None] = [
+                views.view(t, "new", new[t]) if j < i else views.view(t, "old", old[t])
+                for j, t in enumerate(occurrences)
+            ]
+            bound[i] = views.view(table, "delta", delta[table])
             sqls.append(bind_occurrences(query, bound))
     return sqls
 

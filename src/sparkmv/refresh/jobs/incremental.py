@@ -30,7 +30,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sparkmv.analysis.incremental import IvmAnalysis, analyze_incremental
+from sparkmv.analysis.incremental import analyze_incremental
 from sparkmv.analysis.signed import RETRACTED, SIGN
 from sparkmv.refresh.context import MvDefinition
 from sparkmv.refresh.incremental.decide import IncrementalInput
@@ -42,6 +42,7 @@ from sparkmv.refresh.incremental.delta import (
     recompute_retracted,
 )
 from sparkmv.refresh.incremental.keyed import replace_keys, touched_keys
+from sparkmv.refresh.incremental.stages import StagedInputs, staged_inputs
 from sparkmv.refresh.jobs.base import ChunkOutcome
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -74,15 +75,30 @@ def compute_incremental(
     target = arrow_to_spark(table.schema().as_arrow())
     old = {t: i.old for t, i in inputs.items()}
     delta = {t: i.delta for t, i in inputs.items() if i.delta is not None}
-    if analysis.keyed is not None:
-        return _compute_keyed(rt, mv, analysis, (table, target, mv_snapshot), (pinned, old, delta), directory)
-    with delta_terms(rt, analysis, pinned, old, delta) as terms:
+    with staged_inputs(rt, analysis, pinned, old, delta) as staged:
+        if staged.analysis.keyed is not None:
+            return _compute_keyed(rt, mv, staged, (table, target, mv_snapshot), directory)
+        return _compute_delta_rules(rt, mv, staged, (table, target, mv_snapshot), directory)
+
+
+def _compute_delta_rules(
+    rt: Runtime,
+    mv: MvDefinition,
+    staged: StagedInputs,
+    mv_table: tuple[Any, StructType, int | None],
+    directory: str,
+) -> ChunkOutcome:
+    """Delta rules (:mod:`sparkmv.refresh.incremental.delta`): the delta terms, merged with
+    the MV's rows of the affected partitions (appended, for an append-only projection)."""
+    table, target, mv_snapshot = mv_table
+    analysis = staged.analysis
+    with delta_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views) as terms:
         if terms.union is None:
             return ChunkOutcome([], 0, 0, {"replace": []})
         rows = project_to(normalize_for_iceberg(terms.union), target, (SIGN, RETRACTED))
         if not analysis.aggregate and not terms.signed:  # an append-only projection only appends
-            staged = write_staged(_retained(mv, rows), directory, mv.partition_by)
-            return ChunkOutcome(staged.files, staged.rows, staged.bytes, {"replace": []})
+            staged_files = write_staged(_retained(mv, rows), directory, mv.partition_by)
+            return ChunkOutcome(staged_files.files, staged_files.rows, staged_files.bytes, {"replace": []})
         rows = rows.cache()  # read twice: the affected partitions, then the merge
         try:
             files, replace = _affected(mv, rows, table, mv_snapshot)
@@ -94,26 +110,26 @@ def compute_incremental(
                     merged = recompute_retracted(merged, fresh, analysis)
             else:
                 merged = merge_signed_rows(current, rows, target)
-            staged = write_staged(_retained(mv, merged), directory, mv.partition_by)
+            written = write_staged(_retained(mv, merged), directory, mv.partition_by)
         finally:
             rows.unpersist()
     detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
-    return ChunkOutcome(staged.files, staged.rows, staged.bytes, detail)
+    return ChunkOutcome(written.files, written.rows, written.bytes, detail)
 
 
 def _compute_keyed(
     rt: Runtime,
     mv: MvDefinition,
-    analysis: IvmAnalysis,
+    staged: StagedInputs,
     mv_table: tuple[Any, StructType, int | None],
-    positions: tuple[dict[str, PinnedTable], dict[str, PinnedTable], dict[str, PinnedTable]],
     directory: str,
 ) -> ChunkOutcome:
     """Affected-key recomputation (:mod:`sparkmv.refresh.incremental.keyed`): the MV
     partitions holding a touched key are rewritten with those keys' rows recomputed."""
     table, target, mv_snapshot = mv_table
+    analysis = staged.analysis
     assert analysis.keyed is not None
-    with touched_keys(rt, analysis, target, *positions) as terms:
+    with touched_keys(rt, analysis, target, staged.new, staged.old, staged.delta, staged.views) as terms:
         if terms.union is None:
             return ChunkOutcome([], 0, 0, {"replace": []})
         keys = terms.union.cache()
@@ -124,11 +140,11 @@ def _compute_keyed(
             merged = replace_keys(current, fresh, keys, analysis.keyed.keys)
             if merged is None:  # no row of the change reached a group
                 return ChunkOutcome([], 0, 0, {"replace": []})
-            staged = write_staged(_retained(mv, merged), directory, mv.partition_by)
+            written = write_staged(_retained(mv, merged), directory, mv.partition_by)
         finally:
             keys.unpersist()
     detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
-    return ChunkOutcome(staged.files, staged.rows, staged.bytes, detail)
+    return ChunkOutcome(written.files, written.rows, written.bytes, detail)
 
 
 def _retained(mv: MvDefinition, rows: DataFrame) -> DataFrame:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy.orm import Session
 
 from sparkmv.analysis.lineage import Lineage
-from sparkmv.catalog import ObjectKind, Trigger
+from sparkmv.catalog import ObjectKind
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.versions import VersionEntry
 from sparkmv.errors import InactiveError, RefreshError
@@ -24,9 +24,7 @@ from sparkmv.refresh.context import MvDefinition, lineage_of, pin_for_refresh
 from sparkmv.refresh.incremental.candidates import Candidate
 from sparkmv.refresh.incremental.decide import IncrementalInput, decide
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
-from sparkmv.refresh.lifecycle import ProgressCallback, RunLifecycle
 from sparkmv.refresh.planner import Plan, RefreshRequest, base_partitions_for
-from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage import warehouse
@@ -295,17 +293,3 @@ def _version_updates(
             elif (table, path) in existing:
                 removals.append((table, path))
     return upserts, removals, False
-
-
-def refresh_mv(
-    rt: Runtime,
-    name: ObjectName,
-    trigger: Trigger = Trigger.MANUAL,
-    request: RefreshRequest | None = None,
-    progress: ProgressCallback | None = None,
-) -> RefreshRun:
-    """``REFRESH MATERIALIZED VIEW name``: refresh now, in this process (see
-    :meth:`RunLifecycle.refresh` for what is raised); returns the finished run."""
-    run = RunLifecycle(rt, progress).refresh(MvRefreshJob, name, trigger, request)
-    assert run is not None  # a new run is never claimed by another process
-    return run

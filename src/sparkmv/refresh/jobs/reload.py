@@ -31,15 +31,13 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from sparkmv.catalog import ObjectKind, Trigger
+from sparkmv.catalog import ObjectKind
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import ObjectNotFoundError, RefreshError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
-from sparkmv.refresh.lifecycle import ProgressCallback, RunLifecycle
 from sparkmv.refresh.reload.options import CHANGELOG_LEAF, SIGN_COLUMN, TableDef, changelog_name
 from sparkmv.refresh.reload.source import SourceFile, StagedLoad, list_source, listing_from_json, listing_to_json
-from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage import warehouse
 from sparkmv.storage.iceberg import RUN_ID_PROPERTY, IcebergStore
@@ -400,25 +398,3 @@ def _append_changelog(store: IcebergStore, name: ObjectName, run_id: int, files:
 
 def _size(files: list[str]) -> int:
     return sum(warehouse.stat(f).size for f in files)
-
-
-def reload_table(
-    rt: Runtime, name: ObjectName, trigger: Trigger = Trigger.MANUAL, progress: ProgressCallback | None = None
-) -> RefreshRun:
-    """``REFRESH TABLE name``: reload the source and apply the differences, in this process.
-
-    Returns:
-        The finished run: SUCCESS (``rows_inserted/updated/deleted`` recorded), FAILED
-        (``error`` says why; the table is unchanged) or CANCELLED.
-
-    Raises:
-        ObjectNotFoundError: no such table.
-        RefreshError: ``Table 'x' is not refreshable: it has no associated source with
-            refresh_mode FULL_RELOAD``.
-        BusyError: ``Table 'x' is not in idle state (current state REFRESHING, run N)``;
-            raised before any Spark work.
-        LeaseLostError: the lease was taken over while this process stalled.
-    """
-    run = RunLifecycle(rt, progress).refresh(TableReloadJob, name, trigger)
-    assert run is not None  # a new run is never claimed by another process
-    return run

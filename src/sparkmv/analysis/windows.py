@@ -1,0 +1,132 @@
+"""Window functions under affected-key recomputation (:mod:`sparkmv.analysis.keyed`).
+
+A window function's value for a row depends only on the rows of its partition, so when
+every window of the query has the same ``PARTITION BY`` columns, the partitions a change
+touches are the partition keys of the delta of the relation the windows read (inserted and
+retracted rows alike), and recomputing those partitions gives their new rows. The
+``PARTITION BY`` columns are the keys; they must be output columns of the MV, under their
+own name, so the MV's rows are matched to the touched keys.
+
+Two shapes: windows in the select list (or QUALIFY) of the query itself, and a projection
+and filter over one derived table with such windows (latest row per key:
+``SELECT ... FROM (SELECT ..., row_number() OVER (PARTITION BY k ORDER BY ts DESC) AS rn
+FROM t) WHERE rn = 1``). The outer filter is dropped from the key query (a superset).
+
+>>> from sparkmv.analysis.query import parse_query
+>>> q = parse_query(
+...     "SELECT id, k FROM (SELECT id, k, row_number() OVER (PARTITION BY k ORDER BY id) AS rn FROM t) WHERE rn = 1"
+... )
+>>> w = windowed_select(q)
+>>> w.sql(), [e.sql() for e in partition_columns(w)]
+('SELECT id, k, ROW_NUMBER() OVER (PARTITION BY k ORDER BY id) AS rn FROM t', ['k'])
+>>> partition_columns(parse_query("SELECT k, sum(v) OVER () AS s FROM t"))
+'sum(v) OVER () is not incrementally maintainable: a window function without PARTITION BY reads every row'
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from sparkmv.analysis.constructs import _same, is_aggregate, modifier_problem, node_problem, not_maintainable, unparen
+from sparkmv.analysis.query import DIALECT
+
+WHY_UNPARTITIONED = "a window function without PARTITION BY reads every row"
+WHY_PARTITIONS = "windows with different PARTITION BY lists are not maintained"
+WHY_KEY = "a PARTITION BY column must be an output column under its own name"
+
+
+def windows(select: exp.Select) -> list[exp.Window]:
+    """The windows of ``select``'s select list and QUALIFY (not those of subqueries)."""
+    roots = [*select.expressions, select.args.get("qualify")]
+    return [
+        w
+        for root in roots
+        if root is not None
+        for w in root.find_all(exp.Window)
+        if w.find_ancestor(exp.Select) is select and w.find_ancestor(exp.Window) is None
+    ]
+
+
+def windowed_select(select: exp.Expr) -> exp.Select | None:
+    """The SELECT holding the windows of a window-shaped query: ``select`` itself, or the
+    derived table it alone reads; None for any other query (GROUP BY, DISTINCT, no window)."""
+    if not isinstance(select, exp.Select) or select.args.get("group") or select.args.get("distinct"):
+        return None
+    if windows(select):
+        return select
+    from_ = select.args.get("from_")
+    inner = from_.this if from_ is not None else None
+    if select.args.get("joins") or not isinstance(inner, exp.Subquery) or not isinstance(inner.this, exp.Select):
+        return None
+    body = inner.this
+    plain = not body.args.get("group") and not body.args.get("distinct")
+    return body if plain and windows(body) else None
+
+
+def partition_columns(select: exp.Select) -> list[exp.Expr] | str:
+    """The ``PARTITION BY`` expressions shared by every window of ``select``, or why not."""
+    found = windows(select)
+    first: list[str] | None = None
+    for window in found:
+        partition = window.args.get("partition_by") or []
+        if not partition:
+            return not_maintainable(window, WHY_UNPARTITIONED)
+        text = sorted(p.sql(DIALECT).lower() for p in partition)
+        if first is not None and text != first:
+            return not_maintainable(window, WHY_PARTITIONS)
+        first = text
+    return list(found[0].args.get("partition_by") or [])
+
+
+def windowed_problem(select: exp.Select) -> str | None:
+    """The problems of the windowed SELECT's own clauses and expressions: ORDER BY / LIMIT,
+    GROUP BY, aggregates outside a window, non-deterministic functions, subqueries (any
+    function is fine inside a window: its partitions are recomputed whole)."""
+    problem = modifier_problem(select)
+    if problem:
+        return problem
+    for root in [*select.expressions, select.args.get("qualify")]:
+        for node in root.dfs() if root is not None else ():
+            if isinstance(node, exp.Window) or (is_aggregate(node) and node.find_ancestor(exp.Window)):
+                continue
+            if is_aggregate(node):
+                return not_maintainable(node, "an aggregate beside a window function is not maintained")
+            problem = node_problem(node)
+            if problem:
+                return problem
+    return None
+
+
+def outer_problem(outer: exp.Select) -> str | None:
+    """The problems of the projection and filter over the windowed derived table."""
+    problem = modifier_problem(outer)
+    for arg in ("having", "qualify", "laterals"):
+        if problem is None and outer.args.get(arg):
+            problem = not_maintainable(outer.args[arg], f"{arg.upper()} over a windowed derived table")
+    for root in [*outer.expressions, outer.args.get("where")]:
+        for node in root.dfs() if root is not None and problem is None else ():
+            if is_aggregate(node):
+                return not_maintainable(node, "an aggregate over a windowed derived table is not maintained")
+            problem = problem or node_problem(node)
+    return problem
+
+
+def key_names(window_select: exp.Select, top: exp.Select, partition: list[exp.Expr]) -> list[str] | str:
+    """The output names of the ``PARTITION BY`` columns (each a column selected under its
+    own name by ``window_select`` and, when it is a derived table, by ``top``), or why not."""
+    names = []
+    for expr in partition:
+        expr = unparen(expr)
+        if not isinstance(expr, exp.Column):
+            return not_maintainable(expr, WHY_KEY)
+        name = expr.name.lower()
+        inner = [
+            i
+            for i in window_select.expressions
+            if i.alias_or_name.lower() == name and _same(unparen(i.unalias()), expr)
+        ]
+        outer = [i for i in top.expressions if isinstance(i.unalias(), exp.Column) and i.alias_or_name.lower() == name]
+        if not inner or (top is not window_select and not any(i.unalias().name.lower() == name for i in outer)):
+            return not_maintainable(expr, WHY_KEY)
+        names.append(name)
+    return names

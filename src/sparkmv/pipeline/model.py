@@ -1,0 +1,50 @@
+"""The datasets of a pipeline: what SQL and Python definitions declare (plain data)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sparkmv.errors import SparkMvError
+from sparkmv.names import ObjectName
+
+MATERIALIZED_VIEW = "materialized view"
+TEMPORARY_VIEW = "temporary view"
+
+
+class PipelineDefinitionError(SparkMvError):
+    """A definition file that cannot be loaded; the message starts with the file's path."""
+
+
+@dataclass
+class Dataset:
+    """One dataset of the graph.
+
+    Attributes:
+        name: the dataset (namespace from the spec's ``database``, default ``default``).
+        kind: :data:`MATERIALIZED_VIEW` or :data:`TEMPORARY_VIEW`.
+        file: the definition file; line: where the definition starts (1-based).
+        query: the SELECT of a SQL definition, as written (temporary views not yet inlined).
+        function: the query function of a Python definition (called with no argument, as SDP
+            does; it reads ``SparkSession.active()``).
+        partition_by: the partition column (``PARTITIONED BY`` / ``partition_cols``, one column).
+        properties: ``TBLPROPERTIES`` / ``table_properties`` as written.
+        comment: ``COMMENT`` / ``comment``.
+    """
+
+    name: ObjectName
+    kind: str
+    file: Path
+    line: int = 1
+    query: str | None = None
+    function: Callable[..., Any] | None = None
+    partition_by: str | None = None
+    properties: dict[str, str] = field(default_factory=dict)
+    comment: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``file:line`` for messages."""
+        return f"{self.file}:{self.line}"

@@ -1,0 +1,136 @@
+"""Python definition files: pyspark's decorators captured by a sparkmv registry.
+
+Each file is executed as ``spark-pipelines`` does (a module from its path, the working
+directory at the spec's folder) with pyspark's active graph element registry
+(``pyspark.pipelines.graph_element_registry``) set to :class:`CapturingRegistry`. What the
+decorators declare becomes datasets:
+
+- ``@dp.materialized_view`` and ``@dp.table`` (its query function must return a batch
+  DataFrame; a streaming one is refused when the run calls it): a materialized view;
+- ``@dp.temporary_view``: a temporary view;
+- ``dp.create_streaming_table``, ``@dp.append_flow`` and sinks: refused (not yet supported).
+
+The query functions are not called here (SDP calls them at run time, with the session active).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sparkmv.names import ObjectName
+from sparkmv.pipeline.model import MATERIALIZED_VIEW, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
+
+
+def load_python_file(path: Path, namespace: str, root: Path) -> list[Dataset]:
+    """The datasets the decorators in Python file ``path`` declare (executed in folder ``root``).
+
+    Raises:
+        PipelineDefinitionError: ``<path>: <ExceptionType>: <message>`` when executing the
+            file raises; ``<path>:<line>: ...`` for a declaration sparkmv does not support.
+    """
+    from pyspark.pipelines.graph_element_registry import graph_element_registration_context
+
+    registry = _registry_class()()
+    module_spec = importlib.util.spec_from_file_location(path.stem, str(path))
+    if module_spec is None or module_spec.loader is None:
+        raise PipelineDefinitionError(f"{path}: cannot be loaded as a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    with _cwd(root), graph_element_registration_context(registry):
+        try:
+            module_spec.loader.exec_module(module)
+        except Exception as exc:
+            first = (str(exc).strip().splitlines() or [""])[0]
+            raise PipelineDefinitionError(f"{path}: {type(exc).__name__}: {first}") from exc
+    return _datasets(path, registry, namespace)
+
+
+def _registry_class() -> type:
+    """The registry class (made on first use: pyspark is imported only when a Python file is loaded)."""
+    from pyspark.pipelines.graph_element_registry import GraphElementRegistry
+
+    class CapturingRegistry(GraphElementRegistry):
+        """Records the outputs and flows the decorators register; SQL is not registered here."""
+
+        def __init__(self) -> None:
+            self.outputs: list[Any] = []
+            self.flows: list[Any] = []
+
+        def register_output(self, output: Any) -> None:
+            self.outputs.append(output)
+
+        def register_flow(self, flow: Any) -> None:
+            self.flows.append(flow)
+
+        def register_sql(self, sql_text: str, file_path: Path) -> None:  # pragma: no cover - SDP's CLI only
+            raise PipelineDefinitionError(f"{file_path}: SQL registered from Python is not supported")
+
+    return CapturingRegistry
+
+
+def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
+    from pyspark.pipelines.output import MaterializedView, StreamingTable, TemporaryView
+
+    flows = {f.name: f for f in registry.flows}
+    out: list[Dataset] = []
+    for output in registry.outputs:
+        line = output.source_code_location.line_number or 1
+        where = f"{path}:{line}"
+        flow = flows.pop(output.name, None)
+        if isinstance(output, TemporaryView) and flow is not None:
+            kind = TEMPORARY_VIEW
+        elif isinstance(output, MaterializedView | StreamingTable) and flow is not None and flow.target == output.name:
+            kind = MATERIALIZED_VIEW
+        else:
+            what = "streaming table" if isinstance(output, StreamingTable) else type(output).__name__
+            raise PipelineDefinitionError(
+                f"{where}: {what} {output.name}: streaming tables, flows and sinks are not supported by "
+                "sparkmv pipeline yet (materialized views and temporary views are)"
+            )
+        name = _name(output.name, namespace, where)
+        ds = Dataset(name, kind, path, line, function=flow.func, comment=output.comment)
+        if kind == MATERIALIZED_VIEW:
+            _table_options(ds, output, where)
+        out.append(ds)
+    if flows:
+        flow = next(iter(flows.values()))
+        raise PipelineDefinitionError(
+            f"{path}:{flow.source_code_location.line_number or 1}: flow {flow.name} into {flow.target}: "
+            "flows are not supported by sparkmv pipeline yet"
+        )
+    return out
+
+
+def _table_options(ds: Dataset, output: Any, where: str) -> None:
+    """``partition_cols`` (one column at most), ``table_properties``; ``cluster_by``, ``schema``
+    and ``format`` are refused."""
+    cols = list(output.partition_cols or [])
+    if len(cols) > 1:
+        raise PipelineDefinitionError(f"{where}: sparkmv partitions a materialized view by one column")
+    ds.partition_by = cols[0].lower() if cols else None
+    ds.properties = dict(output.table_properties or {})
+    for option in ("cluster_by", "schema", "format"):
+        if getattr(output, option, None):
+            raise PipelineDefinitionError(f"{where}: {option} is not supported by sparkmv pipeline")
+
+
+def _name(text: str, namespace: str, where: str) -> ObjectName:
+    try:
+        name = ObjectName.parse(text)
+    except Exception as exc:
+        raise PipelineDefinitionError(f"{where}: {exc}") from None
+    return name if "." in text else ObjectName(namespace, name.name)
+
+
+@contextmanager
+def _cwd(path: Path) -> Iterator[None]:
+    previous = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(previous)

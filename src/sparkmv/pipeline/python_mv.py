@@ -1,0 +1,132 @@
+"""Python materialized views: a query function's DataFrame kept as an Iceberg table.
+
+sparkmv has no object kind "MV defined by a DataFrame" (its MVs are SQL queries it analyses),
+so a Python materialized view is stored as a plain Iceberg table of sparkmv's catalog — a base
+table any SQL MV (of the pipeline or not) can read, incrementally too, like any Iceberg table.
+
+Refresh rule (sound, never partial): the function is called, its DataFrame's **input
+fingerprint** is computed — the analyzed plan's text (expression ids removed), the query
+function's source, and every input file of the plan with its size and modification time
+(``DataFrame.inputFiles()``: an Iceberg base's data files, which never change in place; a
+file directory's files) — and compared with the one stored in the summary of the table's
+current snapshot (``sparkmv.pipeline.inputs``). Equal: SKIPPED. Different, a forced refresh,
+or an input that is not a file (a plan that is not deterministic, or holds driver-side rows:
+``LocalRelation``, ``LogicalRDD``): FULL. A FULL refresh writes the whole result as new Parquet
+files under the table's location and commits them in one Iceberg snapshot that replaces every
+old file: readers see the old or the new contents, never an empty or partial table.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import re
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sparkmv.errors import SparkMvError
+from sparkmv.names import ObjectName
+from sparkmv.storage import warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from sparkmv.client.client import Client
+
+FINGERPRINT_PROPERTY = "sparkmv.pipeline.inputs"
+_EXPR_ID = re.compile(r"#\d+L?")
+_NOT_FILES = ("LocalRelation", "LogicalRDD", "ExternalRDD")
+
+
+@dataclass(frozen=True)
+class PythonRefresh:
+    """What one refresh of a Python MV did: state SUCCESS or SKIPPED, mode FULL or SKIP,
+    reason, rows (of the table after the run)."""
+
+    state: str
+    mode: str
+    reason: str
+    rows: int | None
+
+
+def fingerprint(df: DataFrame, function: Any) -> tuple[str, str | None]:
+    """The input fingerprint of ``df`` and, when the inputs are not only files, why it can
+    never be trusted (then the MV is always recomputed)."""
+    digest = hashlib.sha256()
+    untrusted: str | None = None
+    jdf = getattr(df, "_jdf", None)
+    if jdf is not None:
+        analyzed = jdf.queryExecution().analyzed()
+        plan = analyzed.toString()
+        if not analyzed.deterministic():
+            untrusted = "the plan is not deterministic"
+        elif any(kind in plan for kind in _NOT_FILES):
+            untrusted = "the plan reads rows made on the driver, not files"
+    else:  # Spark Connect: no plan object; the schema and the files only
+        plan = df.schema.json()
+    digest.update(_EXPR_ID.sub("", plan).encode())
+    try:
+        digest.update(inspect.getsource(function).encode())
+    except (OSError, TypeError):
+        digest.update(repr(function).encode())
+    for path in sorted(df.inputFiles()):
+        info = warehouse.stat(path)
+        digest.update(f"\n{path} {info.size} {info.mtime_ns}".encode())
+    return digest.hexdigest(), untrusted
+
+
+def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function: Any, force: bool) -> PythonRefresh:
+    """Refresh Python MV ``name`` from ``df`` (the rule is in the module docstring).
+
+    Raises:
+        SparkMvError: the name is taken by another sparkmv object, or the DataFrame is streaming.
+        StorageError: the commit failed (the table is unchanged).
+    """
+    store = client.runtime.iceberg
+    with client.runtime.catalog.read() as s:
+        if client.runtime.catalog.objects.find(s, name) is not None:
+            raise SparkMvError(f"{name.display} is already a sparkmv object that is not a Python materialized view")
+    if df.isStreaming:
+        raise SparkMvError(f"{name.display}: the query function returns a streaming DataFrame (not supported yet)")
+    from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
+
+    df = normalize_for_iceberg(df)
+    fp, untrusted = fingerprint(df, function)
+    schema = spark_to_arrow(df.schema)
+    reason = "created"
+    if store.exists(name):
+        table = store.load(name)
+        current = table.current_snapshot()
+        stored = current.summary.get(FINGERPRINT_PROPERTY) if current and current.summary else None
+        if table.schema().as_arrow().names != schema.names:
+            store.drop_table(name)  # the columns changed: rebuilt (not atomic, as for a changed SQL query)
+            reason = "its columns changed: table recreated"
+        elif force:
+            reason = "full refresh requested"
+        elif untrusted:
+            reason = f"recomputed on every run: {untrusted}"
+        elif stored == fp:
+            return PythonRefresh("SKIPPED", "SKIP", "no input changed (same plan, code and input files)", _rows(table))
+        else:
+            reason = "an input changed (plan, code or input files)"
+    if not store.exists(name):
+        store.create_table(name, schema, None)
+    table = store.load(name)
+    files = _write(df, warehouse.join(table.location(), "data", f"pipeline-{uuid.uuid4().hex}"))
+    store.publish(name, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
+    return PythonRefresh("SUCCESS", "FULL", reason, _rows(store.load(name)))
+
+
+def _write(df: DataFrame, directory: str) -> list[str]:
+    """Write ``df`` as Parquet files into ``directory``; their locations."""
+    df.write.mode("errorifexists").parquet(warehouse.spark_path(directory))
+    return sorted(f.path for f in warehouse.list_files(directory) if f.name.endswith(".parquet"))
+
+
+def _rows(table: Any) -> int | None:
+    snap = table.current_snapshot()
+    if snap is None or snap.summary is None:
+        return 0
+    total = snap.summary.get("total-records")
+    return int(total) if total is not None else None

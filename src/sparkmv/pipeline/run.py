@@ -1,0 +1,280 @@
+"""Running a pipeline: every materialized view refreshed in dependency order through sparkmv.
+
+A SQL materialized view is an ordinary sparkmv MV: created (``REFRESH DEFERRED``, then built
+by a refresh run) when missing; when its stored query or partition column differs from the
+definition, dropped and created again (documented: readers do not see it during that first
+build); otherwise refreshed by ``Client.refresh`` — AUTO picks SKIP, PCT, INCREMENTAL or FULL
+and says why; ``--full-refresh`` forces a refresh of every partition. ``TBLPROPERTIES`` keys
+that are sparkmv properties (``refresh_mode``, ``partition_refresh_number``, ...) are applied
+(``ALTER ... SET PROPERTIES`` when they changed); other keys are not kept.
+
+A Python materialized view is refreshed by :mod:`.python_mv`. Its query function reads tables
+by name (``spark.table("x")`` / ``spark.read.table``, ``spark.sql``): each name Spark cannot
+resolve is bound, as a temporary view, to the sparkmv table's current snapshot, or to a
+temporary view of the pipeline; a pipeline dataset not yet refreshed in this run puts the
+Python MV after it (an edge of the graph found while running; a cycle is refused).
+
+A dataset that fails is reported FAILED and left as it was (a newly created MV whose first
+build failed is dropped); the datasets that read it are NOT RUN; the others run. The run's
+state is COMPLETED, or FAILED when any dataset failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from sparkmv.errors import SparkMvError
+from sparkmv.names import ObjectName
+from sparkmv.pipeline.model import MATERIALIZED_VIEW, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
+from sparkmv.pipeline.project import Project
+
+if TYPE_CHECKING:
+    from sparkmv.client.client import Client
+
+KNOWN_PROPERTY_PREFIXES = ("session.",)
+
+
+@dataclass
+class DatasetResult:
+    """One line of the run's report."""
+
+    name: ObjectName
+    source: str  # "sql" or "python"
+    state: str  # SUCCESS, SKIPPED, FAILED, NOT RUN, EXCLUDED
+    technique: str | None = None  # FULL, PCT, INCREMENTAL, SKIP
+    reason: str | None = None
+    rows: int | None = None  # rows of the dataset after the run
+    started: datetime | None = None
+    finished: datetime | None = None
+    run_id: int | None = None
+
+
+@dataclass
+class RunResult:
+    """The run: one result per materialized view, in the order they ran."""
+
+    pipeline: str
+    results: list[DatasetResult] = field(default_factory=list)
+
+    @property
+    def state(self) -> str:
+        return "FAILED" if any(r.state == "FAILED" for r in self.results) else "COMPLETED"
+
+
+class _NeedsDataset(Exception):
+    """A Python query function read pipeline dataset ``name``, not yet refreshed in this run."""
+
+    def __init__(self, name: ObjectName) -> None:
+        super().__init__(name.display)
+        self.name = name
+
+
+def run_pipeline(
+    client: Client,
+    project: Project,
+    full_refresh: set[ObjectName] | None = None,
+    full_refresh_all: bool = False,
+    refresh: set[ObjectName] | None = None,
+    on_result: Callable[[DatasetResult], None] | None = None,
+) -> RunResult:
+    """Refresh the project's materialized views in dependency order (rules in the module
+    docstring). ``refresh`` / ``full_refresh``: when either is given, only those datasets are
+    refreshed (the others are EXCLUDED); ``full_refresh`` ones and, with ``full_refresh_all``,
+    all are forced. ``on_result`` is called as each dataset finishes.
+
+    Raises:
+        PipelineDefinitionError: a cycle found while running (through a Python MV).
+    """
+    full = set(full_refresh or ())
+    chosen = full | set(refresh or ())
+    graph = project.graph
+    result = RunResult(project.spec.name)
+    outcome: dict[ObjectName, str] = {}
+    while True:
+        pending = [n for n in graph.order() if n not in outcome]
+        if not pending:
+            return result
+        name = pending[0]
+        ds = graph.datasets[name]
+        if ds.kind == TEMPORARY_VIEW:
+            outcome[name] = "VIEW"
+            continue
+        started = datetime.now(UTC).replace(tzinfo=None)
+        failed_inputs = [n for n in graph.inputs.get(name, []) if outcome.get(n) in ("FAILED", "NOT RUN")]
+        if chosen and name not in chosen:
+            res = DatasetResult(name, _source(ds), "EXCLUDED", reason="not selected by --refresh / --full-refresh")
+        elif failed_inputs:
+            res = DatasetResult(name, _source(ds), "NOT RUN", reason=f"input {failed_inputs[0].display} failed")
+        else:
+            force = full_refresh_all or name in full
+            try:
+                res = _run_one(client, project, ds, force, set(outcome))
+            except _NeedsDataset as need:
+                graph.inputs.setdefault(name, []).append(need.name)
+                continue
+            except PipelineDefinitionError:
+                raise
+            except Exception as exc:
+                if not _is_user_error(exc):
+                    raise
+                res = DatasetResult(name, _source(ds), "FAILED", reason=_one_line(exc))
+        res.started = res.started or started
+        res.finished = res.finished or datetime.now(UTC).replace(tzinfo=None)
+        outcome[name] = res.state
+        result.results.append(res)
+        if on_result is not None:
+            on_result(res)
+
+
+def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
+    if ds.query is not None:
+        return _run_sql_mv(client, project, ds, force)
+    return _run_python_mv(client, project, ds, force, done)
+
+
+def _source(ds: Dataset) -> str:
+    return "sql" if ds.function is None else "python"
+
+
+def sparkmv_properties(props: dict[str, str]) -> dict[str, str]:
+    """The ``TBLPROPERTIES`` that are sparkmv properties (the others are not kept)."""
+    from sparkmv.refresh.properties import KNOWN
+
+    return {k: v for k, v in props.items() if k in KNOWN or k.startswith(KNOWN_PROPERTY_PREFIXES)}
+
+
+def create_statement(name: ObjectName, ds: Dataset, query: str) -> str:
+    """The sparkmv ``CREATE MATERIALIZED VIEW ... REFRESH DEFERRED AS`` of a SQL MV."""
+    parts = [f"CREATE MATERIALIZED VIEW {name.qualified}"]
+    if ds.partition_by:
+        parts.append(f"PARTITION BY {ds.partition_by}")
+    props = sparkmv_properties(ds.properties)
+    if props:
+        parts.append("PROPERTIES (" + ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in props.items()) + ")")
+    parts.append(f"REFRESH DEFERRED AS {query}")
+    return " ".join(parts)
+
+
+def _quote(text: str) -> str:
+    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> DatasetResult:
+    """Create, replace or refresh one SQL MV; a failed first build drops what it created."""
+    query = project.queries[ds.name]
+    with client.runtime.catalog.read() as s:
+        row = client.runtime.catalog.objects.find(s, ds.name)
+        stored = (row.kind, row.definition, row.partition_by, dict(row.properties or {})) if row else None
+    note: str | None = None
+    if stored is not None and stored[0] != "MATERIALIZED_VIEW":
+        raise SparkMvError(f"{ds.name.display} is already a sparkmv {stored[0].lower().replace('_', ' ')}")
+    if stored is not None and (stored[1] != query or (stored[2] or None) != ds.partition_by):
+        client.sql(f"DROP MATERIALIZED VIEW {ds.name.qualified}")
+        stored, note = None, "definition changed: dropped and created again"
+    created = stored is None
+    if created:
+        client.sql(create_statement(ds.name, ds, query), raise_on_failure=True)
+        note = note or "created"
+    else:
+        changed = {k: v for k, v in sparkmv_properties(ds.properties).items() if stored and stored[3].get(k) != v}
+        if changed:
+            props = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in changed.items())
+            client.sql(f"ALTER MATERIALIZED VIEW {ds.name.qualified} SET PROPERTIES ({props})")
+    try:
+        run = client.refresh(ds.name, force=force and not created)
+    except Exception:
+        if created:
+            client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {ds.name.qualified}")
+        raise
+    if run.state not in ("SUCCESS", "SKIPPED") and created:
+        client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {ds.name.qualified}")
+    reason = run.error if run.state in ("FAILED", "CANCELLED") else run.reason
+    if note:
+        reason = f"{note}; {reason}" if reason else note
+    state = "FAILED" if run.state == "CANCELLED" else run.state
+    rows = _table_rows(client, ds.name) if state != "FAILED" else None
+    return DatasetResult(ds.name, "sql", state, run.mode, reason, rows, run.started, run.finished, run.run_id)
+
+
+def _table_rows(client: Client, name: ObjectName) -> int | None:
+    """Rows of the current snapshot of MV ``name``'s Iceberg table (its summary's total)."""
+    snap = client.runtime.iceberg.load(name).current_snapshot()
+    total = snap.summary.get("total-records") if snap is not None and snap.summary is not None else None
+    return int(total) if total is not None else 0 if snap is None else None
+
+
+def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
+    from sparkmv.pipeline.python_mv import refresh_python_mv
+
+    bound: list[str] = []
+    try:
+        df = _call(client, project, ds, bound, done)
+        refreshed = refresh_python_mv(client, ds.name, df, ds.function, force)
+    finally:
+        for view in bound:
+            client.spark.catalog.dropTempView(view)
+    return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
+
+
+def _call(client: Client, project: Project, ds: Dataset, bound: list[str], done: set[ObjectName]) -> Any:
+    """``ds``'s DataFrame (its function called, or its SQL run), every table name Spark cannot
+    resolve bound to a temporary view first (the names bound are added to ``bound``; ``done``:
+    the datasets this run has finished with).
+
+    Raises:
+        _NeedsDataset: it reads a pipeline MV that this run has not refreshed yet.
+    """
+    spark = client.spark
+    for _ in range(1000):
+        try:
+            if ds.function is not None:
+                df = ds.function()
+            else:
+                df = spark.sql(ds.query or "")
+            _ = df.schema  # analysed now, so an unknown table surfaces here
+            return df
+        except Exception as exc:
+            missing = _missing_table(exc)
+            if missing is None or missing in bound:
+                raise
+            _bind(client, project, missing, bound, done)
+    raise SparkMvError(f"{ds.where}: too many tables read")  # pragma: no cover
+
+
+def _bind(client: Client, project: Project, view: str, bound: list[str], done: set[ObjectName]) -> None:
+    """Bind temporary view ``view`` to a pipeline temporary view or a sparkmv table."""
+    name = ObjectName(project.namespace, view.lower())
+    ds = project.graph.datasets.get(name)
+    if ds is not None and ds.kind == TEMPORARY_VIEW:
+        df = _call(client, project, ds, bound, done)
+    elif ds is not None and ds.kind == MATERIALIZED_VIEW and name not in done:
+        raise _NeedsDataset(name)
+    else:
+        df = client.table(name.qualified)
+    df.createOrReplaceTempView(view)
+    bound.append(view)
+
+
+def _missing_table(exc: Exception) -> str | None:
+    """The one-part table name of Spark's TABLE_OR_VIEW_NOT_FOUND error, else None."""
+    condition = getattr(exc, "getCondition", lambda: None)()
+    if condition != "TABLE_OR_VIEW_NOT_FOUND":
+        return None
+    params: dict[str, Any] = getattr(exc, "getMessageParameters", dict)() or {}
+    relation = str(params.get("relationName", "")).replace("`", "")
+    return relation if relation and "." not in relation else None
+
+
+def _is_user_error(exc: BaseException) -> bool:
+    from sparkmv.storage.spark_log import is_spark_error
+
+    return isinstance(exc, SparkMvError) or is_spark_error(exc)
+
+
+def _one_line(exc: BaseException) -> str:
+    from sparkmv.storage.spark_log import spark_error_line
+
+    return str(exc) if isinstance(exc, SparkMvError) else spark_error_line(exc)

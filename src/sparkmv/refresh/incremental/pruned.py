@@ -1,0 +1,151 @@
+"""What the semi-join reduced delta terms read of the other base tables, from Iceberg's
+per-file min/max statistics (issues 24/25; no data read).
+
+The term of a changed table ``Ti`` reads another table ``Tj`` filtered by the values of
+``ΔTi``'s join column (:mod:`sparkmv.refresh.incremental.semijoin`); Spark pushes the filter
+into the Parquet scan, which skips the row groups (and so files) whose min/max statistics of
+the column miss the values' range. So the term's read of ``Tj`` is about the bytes of its
+files whose bounds of the join column overlap the delta's range of the source column,
+and that range is the union of the bounds of ``ΔTi``'s appended files as the manifests
+record them (``DataFile.lower_bounds`` / ``upper_bounds``). Where a table is not Iceberg,
+or a file carries no bounds, or the change is signed, the whole table is counted as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.conversions import from_bytes
+from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThanOrEqual, LessThanOrEqual
+from pyiceberg.table import Table
+from pyiceberg.types import PrimitiveType
+
+from sparkmv.analysis.incremental import IvmAnalysis, branches_reading
+from sparkmv.analysis.query import parse_query
+from sparkmv.analysis.semijoin import Reduction, reductions
+from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental import semijoin
+from sparkmv.sources.changes import APPEND, BaseChange
+from sparkmv.sources.pinned import PinnedTable
+from sparkmv.storage.schema import schema_from_json
+
+Loader = Callable[[PinnedTable], Table | None]
+"""Loads the Iceberg table of a pinned base table (None: not Iceberg)."""
+
+
+@dataclass(frozen=True)
+class Joined:
+    """The bytes the delta terms join of the other base tables.
+
+    Attributes:
+        bytes: what the terms read of the other tables (pruned where statistics allow).
+        whole: what they would read unpruned (the other tables' bytes).
+        pruned_on: the join columns whose min/max statistics pruned files.
+    """
+
+    bytes: int
+    whole: int
+    pruned_on: tuple[str, ...]
+
+
+def _bytes(pinned: PinnedTable) -> int:
+    return sum(p.bytes for p in pinned.partitions.values())
+
+
+def joined_bytes(
+    analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
+) -> Joined:
+    """The :class:`Joined` bytes of the terms of the ``changed`` base tables; a table whose
+    statistics cannot be read counts whole (an estimate never fails a refresh), and so do
+    the key queries of an affected-key recomputation (``analysis.keyed``), which are not
+    reduced."""
+    total = whole = 0
+    pruned_on: set[str] = set()
+    reduced = semijoin.ENABLED and analysis.keyed is None
+    query = parse_query(analysis.augmented_sql) if reduced else None
+    for table, change in sorted(changed.items()):
+        others = [o for o in sorted(pinned) if o != table]
+        whole_here = sum(_bytes(pinned[o]) for o in others)
+        whole += whole_here
+        found = _reductions(query, table, pinned) if query is not None else []
+        for other in others:
+            mine = [r for r in found if r.target == ObjectName.parse(other, allow_reserved=True)]
+            size = _pruned(change, pinned[other], mine, load) if mine else None
+            if size is None:
+                total += _bytes(pinned[other])
+            else:
+                total += size
+                if size < _bytes(pinned[other]):
+                    pruned_on.update(r.source for r in mine)
+    return Joined(total, whole, tuple(sorted(pruned_on)))
+
+
+def _reductions(query: Any, table: str, pinned: dict[str, PinnedTable]) -> list[Reduction]:
+    name = ObjectName.parse(table, allow_reserved=True)
+    term = branches_reading(query, name)
+    if term is None:
+        return []
+    columns = {
+        ObjectName.parse(t, allow_reserved=True): {
+            f.name.lower(): f.dataType.jsonValue() for f in schema_from_json(p.schema_json).fields
+        }
+        for t, p in pinned.items()
+    }
+    return reductions(term, name, columns)
+
+
+def _pruned(change: BaseChange, other: PinnedTable, found: list[Reduction], load: Loader) -> int | None:
+    """Bytes of ``other``'s files whose bounds overlap the delta's range on every reduced
+    column; None when unknown."""
+    if change.kind != APPEND or change.delta is None:
+        return None
+    try:
+        source, target = load(change.delta), load(other)
+        if source is None or target is None:
+            return None
+        cond: BooleanExpression = AlwaysTrue()
+        for r in found:
+            bounds = _range(source, change.delta, r.source)
+            if bounds is None:
+                return None
+            if bounds == ():
+                return 0  # no non-NULL key in the delta: the term joins nothing
+            column = target.schema().find_field(r.column, case_sensitive=False).name
+            low = GreaterThanOrEqual(column, bounds[0])  # type: ignore[call-arg, arg-type]
+            high = LessThanOrEqual(column, bounds[1])  # type: ignore[call-arg, arg-type]
+            cond = And(cond, And(low, high))
+        tasks = target.scan(row_filter=cond, snapshot_id=other.snapshot_id).plan_files()
+        return sum(t.file.file_size_in_bytes for t in tasks)
+    except Exception:
+        return None
+
+
+def _range(table: Table, delta: PinnedTable, column: str) -> tuple[Any, ...] | None:
+    """(min, max) of ``column`` over the delta's files from their manifest bounds; ``()``
+    when every file holds only NULLs there; None when a file has no bounds."""
+    wanted = {f for p in delta.partitions.values() for f in p.files}
+    field = table.schema().find_field(column, case_sensitive=False)
+    lows: list[Any] = []
+    highs: list[Any] = []
+    seen = 0
+    for task in table.scan(snapshot_id=delta.snapshot_id).plan_files():
+        f = task.file
+        if f.file_path not in wanted:
+            continue
+        seen += 1
+        nulls, count = (f.null_value_counts or {}).get(field.field_id), f.record_count
+        if nulls is not None and nulls == count:
+            continue
+        low, high = (f.lower_bounds or {}).get(field.field_id), (f.upper_bounds or {}).get(field.field_id)
+        if low is None or high is None:
+            return None
+        kind = field.field_type
+        if not isinstance(kind, PrimitiveType):
+            return None
+        lows.append(from_bytes(kind, low))
+        highs.append(from_bytes(kind, high))
+    if seen != len(wanted):
+        return None
+    return (min(lows), max(highs)) if lows else ()

@@ -1,0 +1,125 @@
+"""Semi-join reduction of the delta terms, with Spark (issues 24/25: the cost of a refresh
+follows the change).
+
+A delta term ``T1 ⋈ .. ⋈ ΔTi ⋈ .. ⋈ Tn`` read every other table in full. When an inner
+equi-join ties a column of ``Tj`` to a column of ``Ti`` (:mod:`sparkmv.analysis.semijoin`
+says where that is sound), ``Tj`` is read filtered by the values ``ΔTi`` holds in that column
+(collected first: one small Spark job over the delta, which the term reads anyway):
+
+- up to :data:`MAX_IN_VALUES` distinct non-NULL values: ``Tj.y IN (<literals>)``; Spark
+  pushes it into the Parquet scan (as an IN filter, or beyond
+  ``spark.sql.parquet.pushdown.inFilterThreshold`` values as their min/max range), which
+  skips row groups, and the join reads far fewer rows;
+- more: ``Tj.y BETWEEN min AND max`` of the delta's values (always pushed);
+- none (an empty delta, or NULL keys only): no row of ``Tj`` can match; ``FALSE``.
+
+NULL keys never match an equi-join, so they are left out. Columns of types without exact
+literals (timestamps, nested types) or of floating point are not reduced
+(:func:`_literal_type`). A delta of more than :data:`MAX_DELTA_ROWS` known rows is not
+reduced (collecting its values would cost about what the reduction saves).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from sqlglot import exp
+
+from sparkmv.analysis.semijoin import Reduction, reductions
+from sparkmv.names import ObjectName
+
+MAX_IN_VALUES = 1000
+"""Most distinct delta values filtered as an IN list of literals (else as their range)."""
+MAX_DELTA_ROWS = 5_000_000
+"""Most rows of a delta (when known) whose values are collected for a reduction."""
+ENABLED = True
+"""Module switch (tests and benchmarks compare with it off)."""
+
+
+def _q(name: str) -> str:
+    return f"`{name}`"
+
+
+def column_types(frame: DataFrame) -> dict[str, object]:
+    """Column (lower case) -> Spark JSON type of ``frame``."""
+    return {f.name.lower(): f.dataType.jsonValue() for f in frame.schema.fields}
+
+
+class Reducer:
+    """The reductions of one run's delta terms; the delta values of each (table, column)
+    are collected once."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str], tuple[str, list[object]]] = {}
+
+    def conditions(
+        self,
+        query: exp.Query,
+        changed: str,
+        frames: Mapping[str, DataFrame],
+        delta_rows: int | None,
+    ) -> dict[str, tuple[str, Column]]:
+        """Base table (qualified) -> (a text naming the filter, the filter) of the term of
+        ``changed`` in ``query``; ``frames``: every base table's frame as the term reads
+        it (``changed``: its delta). Empty when nothing can be reduced."""
+        if not ENABLED or (delta_rows is not None and delta_rows > MAX_DELTA_ROWS):
+            return {}
+        names = {ObjectName.parse(t, allow_reserved=True): t for t in frames}
+        columns = {n: column_types(frames[t]) for n, t in names.items()}
+        changed_name = ObjectName.parse(changed, allow_reserved=True)
+        found = [r for r in reductions(query, changed_name, columns) if _literal_type(columns[changed_name][r.source])]
+        if not found:
+            return {}
+        values = self._collect(changed, sorted({r.source for r in found}), frames[changed])
+        out: dict[str, tuple[str, Column]] = {}
+        for r in found:
+            table = names[r.target]
+            text, cond = _condition(r, *values[r.source])
+            if table in out:
+                text, cond = f"{out[table][0]} AND {text}", out[table][1] & cond
+            out[table] = (text, cond)
+        return out
+
+    def _collect(self, table: str, columns: list[str], delta: DataFrame) -> dict[str, tuple[str, list[object]]]:
+        """Column -> ("in", its distinct values) or ("range", [min, max]) in ``delta``
+        (NULLs left out; an empty list when none), for each of ``columns``: one Spark job
+        over the delta for all of them (the distinct tuples, at most :data:`MAX_IN_VALUES`
+        of them), a second one (their minimums and maximums) when there are more."""
+        wanted = [c for c in columns if (table, c) not in self.values]
+        if wanted:
+            cols = [F.col(_q(c)) for c in wanted]
+            some = cols[0].isNotNull()
+            for col in cols[1:]:
+                some = some | col.isNotNull()
+            rows = delta.select(*cols).where(some).distinct().limit(MAX_IN_VALUES + 1).collect()
+            if len(rows) <= MAX_IN_VALUES:
+                for i, c in enumerate(wanted):
+                    self.values[(table, c)] = ("in", sorted({r[i] for r in rows if r[i] is not None}))
+            else:
+                row = delta.agg(*[f(col) for col in cols for f in (F.min, F.max)]).first()
+                for i, c in enumerate(wanted):
+                    bounds = [row[2 * i], row[2 * i + 1]] if row is not None and row[2 * i] is not None else []
+                    self.values[(table, c)] = ("range", bounds)
+        return {c: self.values[(table, c)] for c in columns}
+
+
+def _literal_type(kind: object) -> bool:
+    """Types whose collected values make exact literals that match as the join does
+    (integers, decimals, strings, dates, booleans): no timestamp (PySpark turns it into a
+    local-time datetime), binary or nested type, and no float / double (a join equates
+    ``-0.0`` and ``0.0``, which Parquet statistics may tell apart)."""
+    if not isinstance(kind, str):
+        return False
+    return not kind.startswith(("timestamp", "binary")) and kind not in ("void", "variant", "float", "double")
+
+
+def _condition(r: Reduction, kind: str, values: list[object]) -> tuple[str, Column]:
+    """The filter of ``r``'s target column by the collected ``values``."""
+    column = F.col(_q(r.column))
+    if not values:
+        return f"FALSE (no non-NULL {r.source} in the delta)", F.lit(False)
+    if kind == "in":
+        return f"{r.column} IN ({len(values)} values of {r.source})", column.isin(values)
+    return f"{r.column} BETWEEN min and max of {r.source}", column.between(F.lit(values[0]), F.lit(values[1]))

@@ -1,0 +1,117 @@
+"""Inner stages as virtual inputs, with Spark (:mod:`sparkmv.analysis.stages`).
+
+For each inner stage of the MV's query (innermost first), three frames are registered in
+the run's :class:`~sparkmv.refresh.incremental.delta.Views` under its name, as a base
+table's three positions are:
+
+- ``new``: the stage's query over the new inputs (base tables and its own inner stages);
+- ``old``: the same over the old (consumed) inputs, read by time travel;
+- ``delta`` (only when a key of the stage is touched): its rows of the touched keys over
+  the new input with sign +1 and over the old input with sign -1, netted per distinct row
+  (identical rows cancel), with the sign column
+  :data:`~sparkmv.analysis.signed.SIGN` as a base table's signed change has it.
+
+Then ``new = old + delta`` as multisets, which is all the stage above needs: the delta rules
+are multilinear in their inputs, and affected-key recomputation reads each input's delta
+(signs ignored) and its new input. Nothing is stored: the state is the base tables' time
+travel.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+
+from sparkmv.analysis.incremental import IvmAnalysis, Stage
+from sparkmv.analysis.query import parse_query
+from sparkmv.analysis.signed import SIGN
+from sparkmv.refresh.incremental.delta import Views, key_filter
+from sparkmv.refresh.incremental.keyed import touched_keys
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources.pinned import PinnedTable
+
+STAGE_KIND = "stage"
+"""The kind of a virtual input's placeholder :class:`PinnedTable` (its frames are in the
+run's :attr:`Views.frames`)."""
+
+
+@dataclass
+class StagedInputs:
+    """The inputs of the MV's query above its inner stages.
+
+    Attributes:
+        analysis: the query above the stages (its ``augmented_sql`` reads them as virtual
+            inputs); the MV's analysis itself when it has no stage.
+        views: the run's temporary views (virtual inputs among them).
+        new, old, delta: the base tables' positions, with the virtual inputs added
+            (``delta`` only for a stage some key of which was touched).
+    """
+
+    analysis: IvmAnalysis
+    views: Views
+    new: dict[str, PinnedTable]
+    old: dict[str, PinnedTable]
+    delta: dict[str, PinnedTable]
+
+
+@contextmanager
+def staged_inputs(
+    rt: Runtime,
+    analysis: IvmAnalysis,
+    new: dict[str, PinnedTable],
+    old: dict[str, PinnedTable],
+    delta: dict[str, PinnedTable],
+) -> Iterator[StagedInputs]:
+    """The run's inputs with the inner stages of ``analysis`` registered as virtual inputs;
+    the temporary views are dropped when the context exits."""
+    views = Views(rt)
+    out = StagedInputs(analysis, views, dict(new), dict(old), dict(delta))
+    try:
+        for stage in analysis.stages:
+            _add_stage(rt, stage, out)
+        if analysis.stages:
+            out.analysis = replace(analysis, augmented_sql=analysis.staged_sql, staged_sql="", stages=())
+        yield out
+    finally:
+        views.drop()
+
+
+def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
+    """Register the frames of ``stage`` (its own inner stages first)."""
+    for inner in stage.analysis.stages:
+        _add_stage(rt, inner, inputs)
+    own = stage.analysis
+    if own.stages:
+        own = replace(own, augmented_sql=own.staged_sql, staged_sql="", stages=())
+    query = parse_query(own.augmented_sql)
+    views = inputs.views
+    fresh = views.over(query, "new", inputs.new)
+    before = views.over(query, "old", inputs.old)
+    placeholder = PinnedTable(stage.name, STAGE_KIND, "{}", [])
+    views.frames[(stage.name, "new")] = fresh
+    views.frames[(stage.name, "old")] = before
+    inputs.new[stage.name] = inputs.old[stage.name] = placeholder
+    assert own.keyed is not None
+    with touched_keys(rt, own, fresh.schema, inputs.new, inputs.old, inputs.delta, views) as terms:
+        if terms.union is None:
+            return
+        restrict = key_filter(terms.union, own.keyed.keys, fresh)
+    if restrict is None:  # no key of the stage touched: it did not change
+        return
+    views.frames[(stage.name, "delta")] = netted(restrict(fresh, True), restrict(before, True))
+    inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
+
+
+def netted(plus: DataFrame, minus: DataFrame) -> DataFrame:
+    """The signed rows ``plus`` (+1) and ``minus`` (-1) with the same columns, netted per
+    distinct row: a row ``n`` times more in ``plus`` than in ``minus`` appears ``|n|``
+    times with :data:`SIGN` the sign of ``n``; rows in both equally often disappear."""
+    columns = [F.col(f"`{c}`") for c in plus.columns]
+    both = plus.withColumn(SIGN, F.lit(1)).unionByName(minus.withColumn(SIGN, F.lit(-1)))
+    counted = both.groupBy(*columns).agg(F.sum(SIGN).alias("__smv_n")).where(F.col("__smv_n") != 0)
+    repeated = F.explode(F.array_repeat(F.signum("__smv_n").cast("int"), F.abs("__smv_n").cast("int")))
+    return counted.select(*columns, repeated.alias(SIGN))

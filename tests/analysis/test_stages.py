@@ -1,0 +1,106 @@
+"""The split of a query into nested stages (:mod:`sparkmv.analysis.stages`), pure sqlglot."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.query import parse_query
+from sparkmv.analysis.stages import split_stages
+from sparkmv.demo.tpch_queries import TPCH_QUERIES
+
+Q13_INNER = TPCH_QUERIES["q13"].replace("LEFT OUTER JOIN", "JOIN")
+
+
+def test_aggregate_of_aggregate_is_delta_rules_over_a_keyed_stage() -> None:
+    a = analyze_incremental(parse_query(Q13_INNER))
+    assert a.reason is None and a.technique == "delta rules"
+    assert [s.name for s in a.stages] == ["__smv_stage_1"]
+    inner = a.stages[0].analysis
+    assert inner.technique == "affected-key recomputation" and inner.keyed is not None
+    assert inner.keyed.keys == ("c_custkey",)
+    expected = "SELECT c_count, COUNT(*) AS custdist, COUNT(*) AS __smv_count FROM __smv_stage_1 AS c_orders"
+    assert a.staged_sql == expected + " GROUP BY c_count"
+    assert "__smv_stage_" not in a.augmented_sql  # what a full recomputation runs: the stage inlined
+    assert a.augmented_sql.startswith("SELECT c_count, COUNT(*) AS custdist, COUNT(*) AS __smv_count FROM (SELECT")
+
+
+def test_outer_join_in_the_stage_is_the_reason() -> None:
+    reason = analyze_incremental(parse_query(TPCH_QUERIES["q13"])).reason
+    assert reason is not None and reason.startswith("inner stage __smv_stage_1: LEFT OUTER JOIN orders is not")
+
+
+def test_q17_correlated_scalar_subquery_is_decorrelated() -> None:
+    a = analyze_incremental(parse_query(TPCH_QUERIES["q17"]))
+    assert a.reason is None and a.technique == "delta rules"
+    assert a.stages[0].analysis.augmented_sql == (
+        "SELECT l_partkey AS __smv_k0, 0.2 * AVG(l_quantity) AS __smv_v FROM lineitem GROUP BY l_partkey"
+    )
+    assert "JOIN __smv_stage_1 ON __smv_stage_1.__smv_k0 = p_partkey" in a.staged_sql
+    assert "l_quantity < __smv_stage_1.__smv_v" in a.staged_sql
+    plan = maintenance_plan(a)
+    assert plan[:3] == [
+        "maintenance plan: delta rules",
+        "  columns: avg_yearly (FORMULA)",
+        "  inner stage __smv_stage_1 (affected-key recomputation of keys (__smv_k0)), read as a virtual input "
+        "(new, old, signed delta of its touched keys):",
+    ]
+
+
+def test_q15_one_stage_read_twice_and_q20_nested_in() -> None:
+    q15 = analyze_incremental(parse_query(TPCH_QUERIES["q15"]))
+    assert q15.reason is None and q15.technique == "affected-key recomputation"
+    assert [s.name for s in q15.stages] == ["__smv_stage_1"] and q15.staged_sql.count("__smv_stage_1") == 2
+    q20 = analyze_incremental(parse_query(TPCH_QUERIES["q20"]))
+    assert q20.reason is None and q20.keyed is not None and q20.keyed.keys == ("s_name", "s_address")
+    assert "s_suppkey IN (SELECT ps_suppkey FROM __smv_stage_1)" in q20.staged_sql
+    stage = q20.stages[0].analysis
+    assert stage.keyed is not None and stage.keyed.keys == ("ps_suppkey",) and len(stage.keyed.subquery_terms) == 2
+
+
+def test_stages_nest() -> None:
+    sql = (
+        "SELECT t.cnt, count(*) AS m FROM (SELECT s.n AS c, count(*) AS cnt FROM "
+        "(SELECT k, count(*) AS n FROM f GROUP BY k) s GROUP BY s.n) t GROUP BY t.cnt"
+    )
+    a = analyze_incremental(parse_query(sql))
+    assert a.reason is None and [s.name for s in a.stages] == ["__smv_stage_1"]
+    middle = a.stages[0].analysis
+    assert [s.name for s in middle.stages] == ["__smv_stage_2"]
+    assert middle.staged_sql == "SELECT s.n AS c, COUNT(*) AS cnt FROM __smv_stage_2 AS s GROUP BY s.n"
+    assert "__smv_stage_" not in a.augmented_sql
+    assert any(line.startswith("    inner stage __smv_stage_2") for line in maintenance_plan(a))
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # COUNT is 0, not NULL, on no rows: the inner join would drop rows the query keeps.
+        "SELECT sum(a) AS s FROM t WHERE t.q < (SELECT count(*) FROM u WHERE u.k = t.k)",
+        "SELECT sum(a) AS s FROM t WHERE t.q < (SELECT coalesce(max(u.v), 0) FROM u WHERE u.k = t.k)",
+        # An outer reference outside an equality.
+        "SELECT sum(a) AS s FROM t WHERE t.q < (SELECT max(u.v) FROM u WHERE u.k = t.k AND u.z > t.z)",
+        # Not correlated, or grouped.
+        "SELECT sum(a) AS s FROM t WHERE t.q < (SELECT max(u.v) FROM u)",
+        "SELECT sum(a) AS s FROM t WHERE t.q < (SELECT max(u.v) FROM u WHERE u.k = t.k GROUP BY u.z)",
+    ],
+)
+def test_not_decorrelated(sql: str) -> None:
+    _, stages = split_stages(parse_query(sql))
+    assert stages == []
+    assert analyze_incremental(parse_query(sql)).reason is not None
+
+
+def test_correlation_sides() -> None:
+    """A column qualified by a table of the subquery is its own; of two unqualified ones,
+    the left one."""
+    for where, inner, outer in [
+        ("u.k = t.k", "u.k", "t.k"),
+        ("t.k = u.k", "u.k", "t.k"),
+        ("k2 = t.k", "k2", "t.k"),
+        ("l_partkey = p_partkey", "l_partkey", "p_partkey"),
+    ]:
+        sql = f"SELECT sum(a) AS s FROM t WHERE t.q < (SELECT max(v) FROM u WHERE {where})"
+        outer_query, stages = split_stages(parse_query(sql))
+        assert stages[0][1].sql().startswith(f"SELECT {inner} AS __smv_k0,"), where
+        assert f"__smv_stage_1.__smv_k0 = {outer}" in outer_query.sql(), where
