@@ -27,8 +27,7 @@ User-defined functions are told apart from Spark built-ins by ``spark_functions.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Iterator, Mapping
 
 from sqlglot import exp
 
@@ -48,7 +47,8 @@ from sparkmv.analysis.constructs import (
     unparen,
 )
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
-from sparkmv.analysis.keyed import TECHNIQUE, KeyedPlan, is_keyed_shape, keyed_plan
+from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn, Stage
+from sparkmv.analysis.keyed import TECHNIQUE, is_keyed_shape, keyed_plan
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
 from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName, is_hidden_column
@@ -57,102 +57,38 @@ STATE_PREFIX = "__smv_"
 ROW_COUNT = "__smv_count"
 
 
-@dataclass(frozen=True)
-class OutputColumn:
-    """One output column of the defining query.
-
-    Attributes:
-        name: the output name, lower-cased: the alias, the column name, or for other
-            unaliased expressions a best-effort copy of Spark's generated name
-            (``sum(x)``, ``count(1)`` for ``COUNT(*)``).
-        role: ``group`` (a GROUP BY key), ``sum``, ``count``, ``avg``, ``min``, ``max``,
-            ``plain`` (a column of a non-aggregate query), ``formula`` (an expression over
-            SUM and COUNT calls, :mod:`sparkmv.analysis.formulas`), or ``value`` (any other
-            column of a query maintained by affected-key recomputation).
-        state: the hidden state columns it needs: SUM ``("__smv_nn_<i>",)`` (its non-NULL
-            count, to tell a NULL sum from 0), AVG ``("__smv_sum_<i>", "__smv_nn_<i>")``,
-            a formula its calls' state; others ``()``; ``<i>`` is the 0-based position in
-            the select list.
-        formula: for role ``formula``, the Spark SQL computing the column from its state.
-    """
-
-    name: str
-    role: str
-    state: tuple[str, ...] = ()
-    formula: str = ""
-
-
-@dataclass(frozen=True)
-class Stage:
-    """An inner stage of a query split at its non-linear operators
-    (:mod:`sparkmv.analysis.stages`), read by the stage above as a virtual input.
-
-    Attributes:
-        name: the table name of its virtual input (``__smv_stage_<n>``).
-        analysis: how it is maintained (affected-key recomputation); its ``augmented_sql``
-            is the stage's query with its own inner stages inlined, its ``staged_sql`` and
-            ``stages`` those inner stages as virtual inputs.
-    """
-
-    name: str
-    analysis: IvmAnalysis
-
-
-@dataclass(frozen=True)
-class IvmAnalysis:
-    """Whether a defining query is maintainable by incremental refresh, and how.
-
-    Attributes:
-        reason: None when maintainable, else ``"<construct> is not incrementally
-            maintainable: <why>"``.
-        aggregate: True for GROUP BY queries and global aggregates.
-        columns: the output columns in select-list order (of the first branch of a
-            ``UNION ALL``); empty when not maintainable.
-        state_columns: the hidden columns :attr:`augmented_sql` appends, in order:
-            ``ROW_COUNT`` then each column's ``state``; empty for non-aggregates and when
-            not maintainable.
-        augmented_sql: Spark SQL of the query with the state columns appended to the select
-            list, table names as written (the query's own SQL when there are none).
-        technique: ``delta rules`` (:data:`DELTA_RULES`), or for a keyed query whose top
-            operator is not linear :data:`~sparkmv.analysis.keyed.TECHNIQUE` (affected-key
-            recomputation, no state columns; ``aggregate`` is True).
-        keyed: the affected-key recomputation plan (its technique only).
-        stages: the inner stages of a query split at its non-linear operators
-            (:mod:`sparkmv.analysis.stages`); then ``augmented_sql`` has them inlined as
-            derived tables (a query Spark runs whole) and ``staged_sql`` reads them as
-            virtual inputs (the query the refresh maintains over them).
-    """
-
-    reason: str | None
-    aggregate: bool
-    columns: tuple[OutputColumn, ...]
-    state_columns: tuple[str, ...]
-    augmented_sql: str
-    technique: str = "delta rules"
-    keyed: KeyedPlan | None = None
-    stages: tuple[Stage, ...] = ()
-    staged_sql: str = ""
-
-    @property
-    def maintainable(self) -> bool:
-        """True when incremental refresh can maintain the materialized view."""
-        return self.reason is None
-
-
-def analyze_incremental(query: exp.Query) -> IvmAnalysis:
+def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]] | None = None) -> IvmAnalysis:
     """Decide whether ``query`` (a parsed defining query, tables unbound) is maintainable
     by incremental refresh; for aggregates, build the query with its state columns. A
     query not maintained whole is split into stages (:mod:`sparkmv.analysis.stages`).
 
+    ``columns`` (qualified base table -> its column names), when given, lets a query that is
+    refused as written be analyzed again with its unqualified columns qualified by their
+    table (:func:`~sparkmv.analysis.qualify.qualify_unqualified`; an outer join must know
+    each column's side); the refusal as written is kept when that does not help.
+
     Raises:
         AnalysisError: for malformed table names (as :func:`~sparkmv.analysis.query.table_name`).
     """
+    analysis = _analyze(query)
+    if analysis.reason is None or not columns:
+        return analysis
+    from sparkmv.analysis.qualify import qualify_unqualified
+
+    qualified = qualify_unqualified(query, columns)
+    if qualified == query:
+        return analysis
+    again = _analyze(qualified)
+    return analysis if again.reason is not None else again
+
+
+def _analyze(query: exp.Query) -> IvmAnalysis:
     whole = _analyze_whole(query)
     if whole.reason is None:
         return whole
     from sparkmv.analysis.stages import staged_analysis
 
-    staged = staged_analysis(query, _analyze_whole)
+    staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False))
     return whole if staged is None else staged
 
 

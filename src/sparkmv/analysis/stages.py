@@ -53,7 +53,7 @@ from dataclasses import replace
 from sqlglot import exp
 
 from sparkmv.analysis.constructs import is_aggregate, output_name
-from sparkmv.analysis.incremental import IvmAnalysis, Stage
+from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.keyed import inline_ctes
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.analysis.subqueries import conjunct_of, predicates, subquery_body
@@ -247,23 +247,24 @@ def inline_stages(query: exp.Query, stages: dict[str, str]) -> exp.Query:
     return out
 
 
-def staged_analysis(query: exp.Query, analyze: Callable[[exp.Query], IvmAnalysis]) -> IvmAnalysis | None:
+Analyze = Callable[[exp.Query], IvmAnalysis]
+
+
+def staged_analysis(query: exp.Query, analyze: Analyze, keyed: Analyze) -> IvmAnalysis | None:
     """The analysis of ``query`` split into stages: the query above (``analyze``: the
     whole-query analysis, delta rules or affected-key recomputation) over its inner stages
-    (each by affected-key recomputation, split again when it is not maintained whole);
-    None when the query has no inner stage, else the analysis or the first reason."""
-    return _staged(query, analyze, itertools.count(1))
+    (each by affected-key recomputation, ``keyed``, split again when it is not maintained
+    whole); None when the query has no inner stage, else the analysis or the first reason."""
+    return _staged(query, analyze, keyed, itertools.count(1))
 
 
-def _staged(
-    query: exp.Query, analyze: Callable[[exp.Query], IvmAnalysis], counter: Iterator[int]
-) -> IvmAnalysis | None:
+def _staged(query: exp.Query, analyze: Analyze, keyed: Analyze, counter: Iterator[int]) -> IvmAnalysis | None:
     outer, found = split_stages(query, counter)
     if not found:
         return None
     stages = []
     for name, body in found:
-        inner = _stage_analysis(body, counter)
+        inner = _stage_analysis(body, keyed, counter)
         if inner.reason is not None:
             return IvmAnalysis(f"inner stage {name}: {inner.reason}", False, (), (), query.sql(DIALECT))
         stages.append(Stage(name, inner))
@@ -275,16 +276,11 @@ def _staged(
     return replace(top, augmented_sql=whole, staged_sql=top.augmented_sql, stages=tuple(stages))
 
 
-def _stage_analysis(body: exp.Query, counter: Iterator[int]) -> IvmAnalysis:
+def _stage_analysis(body: exp.Query, keyed: Analyze, counter: Iterator[int]) -> IvmAnalysis:
     """An inner stage by affected-key recomputation (its touched keys make its delta),
     split into stages itself when it is not maintained whole."""
-    from sparkmv.analysis.incremental import _keyed_analysis
-
-    def keyed(q: exp.Query) -> IvmAnalysis:
-        return _keyed_analysis(q, reserved=False)
-
     whole = keyed(body)
     if whole.reason is None:
         return whole
-    staged = _staged(body, keyed, counter)
+    staged = _staged(body, keyed, keyed, counter)
     return whole if staged is None else staged

@@ -9,16 +9,18 @@ from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError
 from sparkmv.refresh.context import MvDefinition, check_request, pin_all, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, candidate_table
-from sparkmv.refresh.incremental.decide import decide
+from sparkmv.refresh.incremental.decide import base_columns, decide
 from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sql.statements import RefreshMaterializedView
 
 
-def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str, list[Candidate], MvDefinition]:
+def plan_for(
+    rt: Runtime, stmt: RefreshMaterializedView
+) -> tuple[Plan, str, list[Candidate], MvDefinition, dict[str, list[str]]]:
     """The plan a refresh would run now (the same choice among INCREMENTAL, PCT and FULL as
-    the run makes), a description of the partition lineage, the candidates weighed, and
-    the MV's definition.
+    the run makes), a description of the partition lineage, the candidates weighed, the
+    MV's definition and its base tables' columns.
     A strict INCREMENTAL refresh that would fail shows as mode ``FAILS`` with the reason."""
     with rt.catalog.read() as s:
         row = rt.catalog.objects.get(s, stmt.name, ObjectKind.MATERIALIZED_VIEW)
@@ -41,15 +43,15 @@ def plan_for(rt: Runtime, stmt: RefreshMaterializedView) -> tuple[Plan, str, lis
         text = "; ".join(lines)
     else:
         text = f"unknown ({lineage.reason})"
-    return plan, text, candidates, mv
+    return plan, text, candidates, mv, base_columns(pinned)
 
 
 def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     """Text of the plan: mode and reason, changed base partitions, MV partitions with
     their reasons, chunks."""
-    plan, lineage, candidates, mv = plan_for(rt, stmt)
+    plan, lineage, candidates, mv, columns = plan_for(rt, stmt)
     out = [f"mode: {plan.mode}", f"reason: {plan.reason}", f"partition lineage: {lineage}"]
-    out.extend(maintenance_plan(analyze_incremental(mv.query)))
+    out.extend(maintenance_plan(analyze_incremental(mv.query, columns)))
     if candidates:
         out.append("candidates:")
         out.extend(candidate_table(candidates))

@@ -212,6 +212,8 @@ def _with_state_columns(
     if hidden:
         raise AnalysisError(f"column name '{hidden[0]}' is reserved: names starting with '__smv_' are hidden state")
     analysis = analyze_incremental(query)
+    if analysis.reason is not None:  # maybe maintained once its columns are qualified
+        analysis = analyze_incremental(query, _base_columns(rt, referenced_tables(query)))
     if analysis.reason is not None:
         if props.get("refresh_mode") == "INCREMENTAL":
             raise AnalysisError(
@@ -221,6 +223,13 @@ def _with_state_columns(
     if not analysis.aggregate:
         return schema
     return query_schema(rt, analysis.augmented_sql)
+
+
+def _base_columns(rt: Runtime, bases: list[ObjectName]) -> dict[str, list[str]]:
+    """The column names of each base table (qualified name -> names), read from its schema."""
+    from sparkmv.refresh.analyze import base_dataframe
+
+    return {b.qualified: base_dataframe(rt, b, empty=True).columns for b in bases}
 
 
 def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str]) -> None:
@@ -238,7 +247,10 @@ def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str])
 
     with rt.catalog.read() as s:
         definition = rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW).definition or ""
-    analysis = analyze_incremental(parse_query(definition))
+    query = parse_query(definition)
+    analysis = analyze_incremental(query)
+    if analysis.reason is not None:  # maybe maintained once its columns are qualified
+        analysis = analyze_incremental(query, _base_columns(rt, referenced_tables(query)))
     reason = analysis.reason
     if reason is None and analysis.aggregate and not has_state_columns(rt.iceberg, name, analysis):
         reason = "its table has no incremental state columns (created before incremental refresh); recreate it"

@@ -145,11 +145,19 @@ def _pct_candidate(base: Plan, inp: PlanInput) -> Candidate:
     return Candidate("PCT", True, total, f"recomputes {len(base.partitions)} changed partitions")
 
 
+def base_columns(pinned: dict[str, PinnedTable]) -> dict[str, list[str]]:
+    """Each pinned base table's column names (qualified table -> names), for
+    :func:`~sparkmv.analysis.incremental.analyze_incremental` to qualify a query's columns."""
+    from sparkmv.storage.schema import schema_from_json
+
+    return {t: [f.name for f in schema_from_json(p.schema_json).fields] for t, p in pinned.items()}
+
+
 def incremental_candidate(
     rt: Runtime, mv: MvDefinition, inp: PlanInput
 ) -> tuple[Candidate, dict[str, IncrementalInput]]:
     """INCREMENTAL as a candidate of this run, with what it would read when eligible."""
-    analysis = analyze_incremental(mv.query)
+    analysis = analyze_incremental(mv.query, base_columns(inp.pinned))
     problem = _static_problem(rt, mv, inp, analysis)
     if problem is not None:
         return Candidate("INCREMENTAL", False, None, problem), {}
