@@ -6,6 +6,7 @@ import of its own: a query's output schema comes from :func:`sparkmv.refresh.ana
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from datetime import datetime
 from typing import Any
@@ -159,6 +160,7 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
     query = parse_query(stmt.query)
     bases = referenced_tables(query)
     _check_dependencies(rt, stmt.name, bases)
+    query, stmt = _qualified_when_maintained(rt, stmt, query)
     schema = query_schema(rt, stmt.query)
     columns = [f.name.lower() for f in schema]
     if stmt.partition_by is not None and stmt.partition_by not in columns:
@@ -212,8 +214,6 @@ def _with_state_columns(
     if hidden:
         raise AnalysisError(f"column name '{hidden[0]}' is reserved: names starting with '__smv_' are hidden state")
     analysis = analyze_incremental(query)
-    if analysis.reason is not None:  # maybe maintained once its columns are qualified
-        analysis = analyze_incremental(query, _base_columns(rt, referenced_tables(query)))
     if analysis.reason is not None:
         if props.get("refresh_mode") == "INCREMENTAL":
             raise AnalysisError(
@@ -225,11 +225,23 @@ def _with_state_columns(
     return query_schema(rt, analysis.augmented_sql)
 
 
-def _base_columns(rt: Runtime, bases: list[ObjectName]) -> dict[str, list[str]]:
-    """The column names of each base table (qualified name -> names), read from its schema."""
+def _qualified_when_maintained(rt: Runtime, stmt: CreateMaterializedView, query: Any) -> tuple[Any, Any]:
+    """The defining query as stored: as written, unless incremental refresh maintains it
+    only with its unqualified columns qualified by their tables (an outer join's sides, TPC-H
+    Q13), then qualified (:func:`~sparkmv.analysis.qualify.qualify_unqualified`), so every
+    later analysis of the stored definition, and the full refresh, agree."""
+    from sparkmv.analysis.incremental import analyze_incremental
+    from sparkmv.analysis.qualify import qualify_unqualified
+    from sparkmv.analysis.query import DIALECT
     from sparkmv.refresh.analyze import base_dataframe
 
-    return {b.qualified: base_dataframe(rt, b, empty=True).columns for b in bases}
+    if analyze_incremental(query).reason is None:
+        return query, stmt
+    columns = {b.qualified: base_dataframe(rt, b, empty=True).columns for b in referenced_tables(query)}
+    qualified = qualify_unqualified(query, columns)
+    if qualified == query or analyze_incremental(qualified).reason is not None:
+        return query, stmt
+    return qualified, dataclasses.replace(stmt, query=qualified.sql(DIALECT))
 
 
 def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str]) -> None:
@@ -247,10 +259,7 @@ def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str])
 
     with rt.catalog.read() as s:
         definition = rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW).definition or ""
-    query = parse_query(definition)
-    analysis = analyze_incremental(query)
-    if analysis.reason is not None:  # maybe maintained once its columns are qualified
-        analysis = analyze_incremental(query, _base_columns(rt, referenced_tables(query)))
+    analysis = analyze_incremental(parse_query(definition))
     reason = analysis.reason
     if reason is None and analysis.aggregate and not has_state_columns(rt.iceberg, name, analysis):
         reason = "its table has no incremental state columns (created before incremental refresh); recreate it"
