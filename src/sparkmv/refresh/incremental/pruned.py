@@ -26,10 +26,8 @@ from sparkmv.analysis.incremental import IvmAnalysis, branches_reading
 from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.semijoin import Reduction, reductions
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental import semijoin
 from sparkmv.sources.changes import APPEND, BaseChange
 from sparkmv.sources.pinned import PinnedTable
-from sparkmv.storage.schema import schema_from_json
 
 Loader = Callable[[PinnedTable], Table | None]
 """Loads the Iceberg table of a pinned base table (None: not Iceberg)."""
@@ -61,6 +59,8 @@ def joined_bytes(
     statistics cannot be read counts whole (an estimate never fails a refresh), and so do
     the key queries of an affected-key recomputation (``analysis.keyed``), which are not
     reduced."""
+    from sparkmv.refresh.incremental import semijoin  # imports pyspark: EXPLAIN of a SELECT must not
+
     total = whole = 0
     pruned_on: set[str] = set()
     reduced = semijoin.ENABLED and analysis.keyed is None
@@ -83,6 +83,8 @@ def joined_bytes(
 
 
 def _reductions(query: Any, table: str, pinned: dict[str, PinnedTable]) -> list[Reduction]:
+    from sparkmv.storage.schema import schema_from_json  # imports pyspark: only when estimating
+
     name = ObjectName.parse(table, allow_reserved=True)
     term = branches_reading(query, name)
     if term is None:
