@@ -189,6 +189,16 @@ def _normal(expr: exp.Expr, strip: bool) -> str:
     return copy.sql(dialect=DIALECT, normalize_functions="lower")
 
 
+def is_inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
+    """True when ``ancestor`` is above ``node`` in its tree (``node`` itself excluded)."""
+    parent = node.parent
+    while parent is not None:
+        if parent is ancestor:
+            return True
+        parent = parent.parent
+    return False
+
+
 def unparen(expr: exp.Expr) -> exp.Expr:
     while isinstance(expr, exp.Paren):
         expr = expr.this

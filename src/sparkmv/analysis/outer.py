@@ -40,7 +40,7 @@ import itertools
 
 from sqlglot import exp
 
-from sparkmv.analysis.constructs import WHY_OUTER, not_maintainable
+from sparkmv.analysis.constructs import WHY_OUTER, is_inside, not_maintainable
 from sparkmv.analysis.query import DIALECT
 
 OUTER_SIDES = ("LEFT", "RIGHT", "FULL")
@@ -107,7 +107,7 @@ def outer_terms(relation: exp.Select) -> list[tuple[str, tuple[bool, ...]]] | st
     if problem:
         return problem
     refs = [t for t in relation.find_all(exp.Table) if t.name]
-    owner = [next(i for i, s in enumerate(sources) if t is s or _inside(t, s)) for t in refs]
+    owner = [next(i for i, s in enumerate(sources) if t is s or is_inside(t, s)) for t in refs]
     terms = []
     for s in range(len(sources)):
         mask = tuple(o == s for o in owner)
@@ -182,12 +182,3 @@ def _outputs(source: exp.Expr) -> set[str]:
     if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
         return {e.alias_or_name.lower() for e in source.this.expressions}
     return set()
-
-
-def _inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent is ancestor:
-            return True
-        parent = parent.parent
-    return False

@@ -35,7 +35,7 @@ from collections.abc import Iterator
 
 from sqlglot import exp
 
-from sparkmv.analysis.constructs import is_aggregate, modifier_problem, not_maintainable
+from sparkmv.analysis.constructs import is_aggregate, is_inside, modifier_problem, not_maintainable
 from sparkmv.analysis.query import DIALECT
 
 
@@ -132,18 +132,9 @@ def subquery_terms(tree: exp.Expr) -> list[tuple[str, tuple[bool, ...]]]:
         for conjunct in list(_conjuncts(copy)):
             conjunct.replace(condition if conjunct is own else exp.true())
         sql = copy.sql(DIALECT)
-        mask = tuple(_inside(table, condition) for table in copy.find_all(exp.Table) if table.name)
+        mask = tuple(is_inside(table, condition) for table in copy.find_all(exp.Table) if table.name)
         terms.append((sql, mask))
     return terms
-
-
-def _inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
-    parent = node.parent
-    while parent is not None:
-        if parent is ancestor:
-            return True
-        parent = parent.parent
-    return False
 
 
 def _in_keyed(column: exp.Expr, grouped: exp.Expr | None) -> bool:
