@@ -71,3 +71,18 @@ def test_nothing_flagged_does_not_read_the_fresh_input(spark: Any) -> None:
     fresh = spark.range(1).select(F.raise_error(F.lit("the fresh input was read")).alias("k"))
     rows = sorted((r["k"], r["hi"]) for r in recompute_retracted(unflagged, fresh, analysis).collect())
     assert rows == [("a", 9), ("d", 12), ("e", 9)]
+
+
+def test_key_filter_by_semi_join_on_a_stage_key_column(spark: Any) -> None:
+    """More keys than are inlined as literals make a semi-join; a key column named like an
+    inner stage's (``__smv_k0``, TPC-H Q17's decorrelated stage) must not make it ambiguous."""
+    from sparkmv.refresh.incremental.delta import KEYS_INLINE, key_filter
+
+    n = KEYS_INLINE + 100
+    frame = spark.createDataFrame([(i, i * 10) for i in range(2 * n)], "__smv_k0 int, v int")
+    keys = spark.createDataFrame([(i,) for i in range(0, 2 * n, 2)] + [(None,)], "__smv_k0 int")
+    restrict = key_filter(keys, ["__smv_k0"], frame)
+    assert restrict is not None
+    kept = sorted(r[0] for r in restrict(frame, True).collect())
+    dropped = sorted(r[0] for r in restrict(frame, False).collect())
+    assert kept == list(range(0, 2 * n, 2)) and dropped == list(range(1, 2 * n, 2))

@@ -329,7 +329,9 @@ def key_filter(
     of types with exact literals (those of ``fresh``'s columns), make a filter of literals,
     which Spark pushes below an aggregate and joins into the scans (partition and Parquet
     row-group pruning, far fewer rows aggregated); more make a semi-join / anti-join."""
-    renamed = keys.select(*[F.col(_q(c)).alias(f"__smv_k{i}") for i, c in enumerate(keys.columns)])
+    # Named apart from every column a query or an inner stage makes (a stage's keys are
+    # __smv_k0, ...): a semi-join on a same-named column would be ambiguous.
+    renamed = keys.select(*[F.col(_q(c)).alias(f"{_KEY_PREFIX}{i}") for i, c in enumerate(keys.columns)])
     found = renamed.limit(KEYS_INLINE + 1).collect()
     if not found:
         return None
@@ -337,10 +339,11 @@ def key_filter(
     if len(found) <= KEYS_INLINE and all(literal_safe(types[n.lower()]) for n in names):
         wanted = any_of(list(names), found)
         return lambda frame, keep: frame.where(wanted if keep else ~F.coalesce(wanted, F.lit(False)))
-    cond = [F.col(_q(n)).eqNullSafe(F.col(f"__smv_k{i}")) for i, n in enumerate(names)]
+    cond = [F.col(_q(n)).eqNullSafe(F.col(f"{_KEY_PREFIX}{i}")) for i, n in enumerate(names)]
     return lambda frame, keep: frame.join(renamed, on=cond, how="left_semi" if keep else "left_anti")
 
 
+_KEY_PREFIX = "__smv_filter_key"
 KEYS_INLINE = 200
 """Most flagged groups recomputed through a filter of literal keys (else a semi-join)."""
 
