@@ -183,7 +183,8 @@ def _refresh(argv: list[str]) -> int:
         # seconds eight interpreters take to import modules on two cores.
         import sparkmv.refresh.context
         import sparkmv.refresh.jobs.mv
-        import sparkmv.refresh.jobs.reload  # noqa: F401
+        import sparkmv.refresh.jobs.reload
+        import sparkmv.refresh.run_now  # noqa: F401
 
         Path(f"{go}.ready.{os.getpid()}").touch()
         end = time.monotonic() + GO_DEADLINE_SECONDS

@@ -20,7 +20,7 @@ from sparkmv.scheduler.metrics import SchedulerMetrics
 
 
 def test_interval_passed_reloads_and_busy_is_skipped(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import sparkmv.refresh.jobs.reload as reload_executor
+    import sparkmv.refresh.run_now as reload_executor
 
     calls: list[tuple[str, str]] = []
 
