@@ -19,6 +19,7 @@ from sqlglot.errors import SqlglotError
 from sqlglot.optimizer.scope import Scope, traverse_scope
 
 from sparkmv.analysis.query import table_name
+from sparkmv.errors import SparkMvError
 
 
 def qualify_unqualified(query: exp.Query, columns: Mapping[str, Collection[str]]) -> exp.Query:
@@ -50,7 +51,7 @@ def _names(source: object, known: dict[str, set[str]]) -> set[str]:
     if isinstance(source, exp.Table):
         try:
             return known.get(table_name(source).qualified.lower(), set())
-        except Exception:
+        except SparkMvError:  # a name sparkmv cannot parse has no known columns
             return set()
     if isinstance(source, Scope) and isinstance(source.expression, exp.Query):
         return {n.lower() for n in source.expression.named_selects}

@@ -98,12 +98,6 @@ def job_tag(run_id: int) -> str:
     return f"sparkmv-run-{run_id}"
 
 
-def _chosen_estimate(candidates: list[dict[str, Any]] | None) -> int | None:
-    """The chosen candidate's ``estimate_bytes`` (None when none was weighed or chosen)."""
-    chosen = next((c for c in candidates or [] if c.get("chosen")), None)
-    return None if chosen is None else chosen.get("estimate_bytes")
-
-
 def chunk_job_group(run_id: int, chunk_id: int) -> str:
     """The Spark job group of one chunk (the first of its batch) of a run (classic:
     ``statusTracker().getJobIdsForGroup``; Spark Connect: an operation tag)."""
@@ -266,7 +260,7 @@ class RunLifecycle:
                 mode=plan.mode,
                 mode_reason=plan.reason,
                 candidates=plan.candidate_rows,
-                estimate_bytes=_chosen_estimate(plan.candidate_rows),
+                estimate_bytes=plan.estimate_bytes,
                 partitions_planned=plan.partitions_planned,
                 chunks_planned=len(chunks),
             )
@@ -370,7 +364,11 @@ class RunLifecycle:
         ctx.require_lease("publishing")
         snapshot_id = job.publish(ctx, chunks, recovering)
         self.rt.faults.hit("after_publish")
-        read = self._bytes_read(ctx.run_id)
+        read = None  # Spark's input metrics of the run's tagged jobs, in this process
+        if self.rt.has_spark:
+            from sparkmv.storage.spark import input_bytes
+
+            read = input_bytes(self.rt.spark, job_tag(ctx.run_id))
         with self.catalog.transaction() as s:
             self._finish(s, job, ctx.run_id, RunState.SUCCESS, snapshot_id, RefreshState.FINISHING, chunks)
             self.catalog.runs.update(s, ctx.run_id, bytes_read=read)
@@ -474,14 +472,6 @@ class RunLifecycle:
                 yield
             finally:
                 self._chunk_running = False
-
-    def _bytes_read(self, run_id: int) -> int | None:
-        """What the run's Spark jobs in this process read (None without Spark or on Connect)."""
-        if not self.rt.has_spark:
-            return None
-        from sparkmv.storage.spark import input_bytes
-
-        return input_bytes(self.rt.spark, job_tag(run_id))
 
     def _cancel_jobs(self, run_id: int) -> None:
         """Cancel every running Spark job of the run (called from the monitor thread)."""

@@ -50,6 +50,12 @@ class JobPlan(Protocol):
         ...
 
     @property
+    def estimate_bytes(self) -> int | None:
+        """The chosen technique's estimate of the bytes it reads (``task_runs.estimate_bytes``);
+        None when none was weighed."""
+        ...
+
+    @property
     def partitions_planned(self) -> int:
         """Partitions (MV) or vnodes (table) the run covers."""
         ...

@@ -77,6 +77,11 @@ class MvRunPlan:
         """The candidates as stored in ``sparkmv.task_runs.candidates`` (None: none weighed)."""
         return [c.to_json() for c in self.candidates] or None
 
+    @property
+    def estimate_bytes(self) -> int | None:
+        """The chosen candidate's estimate (None when none was weighed or chosen)."""
+        return next((c.estimate_bytes for c in self.candidates if c.chosen), None)
+
     def to_json(self) -> dict[str, Any]:
         """``{"plan", "pinned", "mv_snapshot", "inputs", "candidates"}`` (runs stored before
         incremental refresh have the first three)."""

@@ -115,6 +115,11 @@ class ReloadPlan:
         return None
 
     @property
+    def estimate_bytes(self) -> None:
+        """A reload estimates nothing."""
+        return None
+
+    @property
     def partitions_planned(self) -> int:
         """Vnodes."""
         return self.vnode_count
