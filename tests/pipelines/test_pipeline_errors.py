@@ -80,9 +80,37 @@ def test_bad_spec(tmp_path: Path, spec: str, message: str) -> None:
             "cycle in the dataset graph: a -> b -> a",
         ),
         (
-            {"s.sql": "CREATE STREAMING TABLE s AS SELECT * FROM STREAM(src)"},
-            "s.sql",
-            "streaming tables and flows are not supported by sparkmv pipeline yet",
+            {"s.sql": "CREATE STREAMING TABLE s;\nCREATE FLOW f AS INSERT INTO t BY NAME SELECT id FROM STREAM(src)"},
+            "s.sql:2",
+            "flow f writes to t, which is not a streaming table of the pipeline",
+        ),
+        (
+            {"s.sql": "CREATE STREAMING TABLE s COMMENT 'no flow'"},
+            "s.sql:1",
+            "streaming table s has no flow: give it AS SELECT ..., or "
+            "CREATE FLOW ... AS INSERT INTO s BY NAME SELECT ...",
+        ),
+        (
+            {"m.sql": "CREATE MATERIALIZED VIEW m AS SELECT id FROM STREAM(src)"},
+            "m.sql:1",
+            "materialized view m reads STREAM(src): only a streaming table or a flow reads a stream "
+            "(read src without STREAM)",
+        ),
+        (
+            {
+                "s.sql": "CREATE STREAMING TABLE s AS SELECT id, v FROM STREAM(src);\n"
+                "CREATE FLOW g AS INSERT INTO s BY NAME SELECT id, w FROM STREAM(other)"
+            },
+            "s.sql:2",
+            "flow g gives columns (id, w) but streaming table s has (id, v)",
+        ),
+        (
+            {
+                "s.sql": "CREATE STREAMING TABLE s AS SELECT id FROM STREAM(src);\n"
+                "CREATE FLOW g AS INSERT INTO s BY NAME SELECT * FROM STREAM(other)"
+            },
+            "s.sql:2",
+            "flow g: name every column (no *, no unnamed expression)",
         ),
         ({"a.sql": MV_A, "b.sql": MV_A}, "b.sql:1", "dataset a is already defined at"),
         ({"p.py": "raise ValueError('boom in definitions')\n"}, "p.py", "ValueError: boom in definitions"),
@@ -104,6 +132,25 @@ def test_python_streaming_definitions_refused(tmp_path: Path) -> None:
         f"{tmp_path / 'defs' / 's.py'}:2: streaming table events: streaming tables, flows and sinks are not "
         "supported by sparkmv pipeline yet (materialized views and temporary views are)"
     )
+
+
+def test_streaming_table_flows_fold_into_one_query_by_name(tmp_path: Path) -> None:
+    sql = (
+        "CREATE OR REFRESH STREAMING TABLE events PARTITIONED BY (day) TBLPROPERTIES ('quality' = 'raw');\n"
+        "CREATE FLOW web AS INSERT INTO events BY NAME SELECT day, id, 'web' AS channel FROM STREAM(web_log);\n"
+        "CREATE FLOW app AS INSERT INTO events BY NAME SELECT 'app' AS channel, id, day FROM STREAM(app_log) AS a;\n"
+        "CREATE MATERIALIZED VIEW per_day AS SELECT day, count(*) AS n FROM events GROUP BY day;\n"
+    )
+    p = load_project(project(tmp_path, GOOD_SPEC, {"events.sql": sql}))
+    assert [n.display for n in p.graph.order()] == ["events", "per_day"]
+    events = p.graph.datasets[next(n for n in p.queries if n.name == "events")]
+    assert (events.kind, events.flows, events.partition_by) == ("streaming table", ["web", "app"], "day")
+    assert [s.display for s in events.streams] == ["web_log", "app_log"]
+    assert events.properties == {"quality": "raw", "refresh_mode": "INCREMENTAL"}
+    assert p.queries[events.name] == (
+        "SELECT day, id, 'web' AS channel FROM web_log UNION ALL SELECT day, id, 'app' AS channel FROM app_log AS a"
+    )
+    assert [n.display for n in p.graph.reads[events.name]] == ["web_log", "app_log"]
 
 
 def test_spec_found_upward_and_sql_graph(tmp_path: Path) -> None:

@@ -173,3 +173,42 @@ def test_failed_dataset_is_isolated(client: Any, sales: Path, tmp_path: Path) ->
     assert (good.reason or "").startswith("definition changed: dropped and created again")
     assert_mv_matches(client, "good", "SELECT m, max(id) AS top FROM sales GROUP BY m")
     assert_mv_matches(client, "after_bad", "SELECT m FROM sales")
+
+
+STREAMING = """CREATE STREAMING TABLE orders_feed PARTITIONED BY (m) AS
+SELECT m, id, amount FROM STREAM(sales) WHERE amount > 0;
+
+CREATE FLOW returns_flow AS INSERT INTO orders_feed BY NAME
+SELECT -amount AS amount, id, m FROM STREAM(returns);
+
+CREATE MATERIALIZED VIEW feed_totals AS SELECT m, sum(amount) AS total FROM orders_feed GROUP BY m
+"""
+FEED = "SELECT m, id, amount FROM sales WHERE amount > 0 UNION ALL SELECT m, id, -amount AS amount FROM returns"
+
+
+def test_streaming_table_appends_the_new_rows_of_each_flow_once(client: Any, sales: Path, tmp_path: Path) -> None:
+    returns = tmp_path / "returns"
+    write_partition(returns, "m", "2024-01", {"id": [1, 2], "amount": [2.5, 3.0]})
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    client.sql(f"CREATE EXTERNAL TABLE returns USING parquet LOCATION '{returns}'")
+    spec = write_project(tmp_path / "st", {"feed.sql": STREAMING})
+
+    first = run_pipeline(client, load_project(spec))
+    assert states(first) == {"orders_feed": ("SUCCESS", "FULL"), "feed_totals": ("SUCCESS", "FULL")}
+    assert first.results[0].kind == "streaming table"
+    assert (first.results[0].reason or "").startswith("flows orders_feed, returns_flow; created")
+    assert first.results[0].rows == 103 + 2  # sales rows with amount > 0 (i % 7 != 0), two returns
+    assert_mv_matches(client, "orders_feed", FEED)
+
+    # new rows in both sources: each flow appends only its new rows, nothing recomputed
+    write_partition(sales, "m", "2024-02", {"id": [900, 901], "amount": [5.0, 0.0]}, "part-1.parquet")
+    write_partition(returns, "m", "2024-03", {"id": [7], "amount": [1.0]})
+    second = run_pipeline(client, load_project(spec))
+    assert states(second)["orders_feed"] == ("SUCCESS", "INCREMENTAL")
+    assert second.results[1].state == "SUCCESS"  # AUTO: FULL is cheaper at this size
+    assert second.results[0].rows == 105 + 2
+    assert_mv_matches(client, "orders_feed", FEED)
+    assert_mv_matches(client, "feed_totals", f"SELECT m, sum(amount) AS total FROM ({FEED}) AS f GROUP BY m")
+
+    third = run_pipeline(client, load_project(spec))
+    assert states(third) == {"orders_feed": ("SKIPPED", "SKIP"), "feed_totals": ("SKIPPED", "SKIP")}

@@ -91,7 +91,8 @@ def _print_result(r: DatasetResult) -> None:
     when = f"{_time(r.started)} -> {_time(r.finished)}"
     rows = f"rows {r.rows}" if r.rows is not None else "rows -"
     technique = r.technique or "-"
-    line = f"{when}  {r.name.display} ({r.source})  {r.state}  {technique}  {rows}  {r.reason or ''}"
+    source = r.source if r.kind == "materialized view" else f"{r.source} {r.kind}"
+    line = f"{when}  {r.name.display} ({source})  {r.state}  {technique}  {rows}  {r.reason or ''}"
     console.print(line.rstrip(), highlight=False, markup=False, soft_wrap=True)
 
 

@@ -14,7 +14,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.names import ObjectName
-from sparkmv.pipeline.model import MATERIALIZED_VIEW, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
+from sparkmv.pipeline.model import REFRESHED_KINDS, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
 
 
 @dataclass
@@ -110,7 +110,7 @@ def _table_name(table: exp.Table, namespace: str) -> ObjectName | None:
 
 
 def resolved_query(graph: Graph, name: ObjectName, namespace: str) -> str:
-    """The query of materialized view ``name`` as sparkmv stores it: every temporary view it
+    """The query of materialized view (or streaming table) ``name`` as sparkmv stores it: every temporary view it
     reads (directly or through other temporary views) inlined as a derived table under the
     name it was read by, and every table name qualified with the spec's database when that
     is not ``default``.
@@ -120,7 +120,7 @@ def resolved_query(graph: Graph, name: ObjectName, namespace: str) -> str:
             text to inline).
     """
     ds = graph.datasets[name]
-    assert ds.query is not None and ds.kind == MATERIALIZED_VIEW
+    assert ds.query is not None and ds.kind in REFRESHED_KINDS
     tree = _inline(graph, parse_query(ds.query), namespace)
     return tree.sql(dialect=DIALECT)
 

@@ -12,6 +12,11 @@ from sparkmv.names import ObjectName
 
 MATERIALIZED_VIEW = "materialized view"
 TEMPORARY_VIEW = "temporary view"
+STREAMING_TABLE = "streaming table"
+FLOW = "flow"
+REFRESHED_KINDS = (MATERIALIZED_VIEW, STREAMING_TABLE)
+"""The kinds a run refreshes (a flow is folded into its streaming table, a temporary view
+is inlined)."""
 
 
 class PipelineDefinitionError(SparkMvError):
@@ -24,7 +29,8 @@ class Dataset:
 
     Attributes:
         name: the dataset (namespace from the spec's ``database``, default ``default``).
-        kind: :data:`MATERIALIZED_VIEW` or :data:`TEMPORARY_VIEW`.
+        kind: :data:`MATERIALIZED_VIEW`, :data:`TEMPORARY_VIEW`, :data:`STREAMING_TABLE` or
+            :data:`FLOW`.
         file: the definition file; line: where the definition starts (1-based).
         query: the SELECT of a SQL definition, as written (temporary views not yet inlined).
         function: the query function of a Python definition (called with no argument, as SDP
@@ -32,6 +38,10 @@ class Dataset:
         partition_by: the partition column (``PARTITIONED BY`` / ``partition_cols``, one column).
         properties: ``TBLPROPERTIES`` / ``table_properties`` as written.
         comment: ``COMMENT`` / ``comment``.
+        target: a flow's streaming table (``INSERT INTO target BY NAME``).
+        streams: the tables the query reads as ``STREAM(t)`` (rewritten to ``t`` in ``query``).
+        flows: a streaming table's flows by name, its own ``AS SELECT`` first (the flow of
+            the table's name), as folded by :mod:`sparkmv.pipeline.flows`.
     """
 
     name: ObjectName
@@ -43,6 +53,9 @@ class Dataset:
     partition_by: str | None = None
     properties: dict[str, str] = field(default_factory=dict)
     comment: str | None = None
+    target: ObjectName | None = None
+    streams: list[ObjectName] = field(default_factory=list)
+    flows: list[str] = field(default_factory=list)
 
     @property
     def where(self) -> str:

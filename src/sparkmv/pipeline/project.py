@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from sparkmv.names import DEFAULT_NAMESPACE, ObjectName
+from sparkmv.pipeline.flows import fold_flows
 from sparkmv.pipeline.graph import Graph, build_graph, resolved_query
-from sparkmv.pipeline.model import MATERIALIZED_VIEW, Dataset
+from sparkmv.pipeline.model import MATERIALIZED_VIEW, REFRESHED_KINDS, Dataset
 from sparkmv.pipeline.spec import PipelineSpec, PipelineSpecError, load_spec
 from sparkmv.pipeline.sql_defs import load_sql_file
 
@@ -25,7 +26,8 @@ SPARK_CATALOGS = (None, "spark_catalog")
 
 @dataclass
 class Project:
-    """A loaded project: ``queries`` holds each SQL MV's query as sparkmv stores it."""
+    """A loaded project: ``queries`` holds each SQL MV's (and streaming table's) query as
+    sparkmv stores it."""
 
     spec: PipelineSpec
     graph: Graph
@@ -35,6 +37,11 @@ class Project:
     @property
     def materialized_views(self) -> list[Dataset]:
         return [self.graph.datasets[n] for n in self.graph.order() if self.graph.datasets[n].kind == MATERIALIZED_VIEW]
+
+    @property
+    def refreshed(self) -> list[Dataset]:
+        """The datasets a run refreshes (materialized views and streaming tables), in order."""
+        return [self.graph.datasets[n] for n in self.graph.order() if self.graph.datasets[n].kind in REFRESHED_KINDS]
 
 
 def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) -> Project:
@@ -64,12 +71,12 @@ def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) 
             start_spark()
         for path in python:
             datasets.extend(load_python_file(path, namespace, spec.root))
-    graph = build_graph(datasets, namespace)
+    graph = build_graph(fold_flows(datasets), namespace)
     order = graph.order()  # cycles are refused here, before any query is resolved
     project = Project(spec, graph, namespace)
     for name in order:
         ds = graph.datasets[name]
-        if ds.kind == MATERIALIZED_VIEW and ds.query is not None:
+        if ds.kind in REFRESHED_KINDS and ds.query is not None:
             project.queries[name] = resolved_query(graph, name, namespace)
     return project
 

@@ -1,4 +1,6 @@
-"""Running a pipeline: every materialized view refreshed in dependency order through sparkmv.
+"""Running a pipeline: every materialized view and streaming table refreshed in dependency
+order through sparkmv (a streaming table is an MV over the union of its flows,
+:mod:`sparkmv.pipeline.flows`).
 
 A SQL materialized view is an ordinary sparkmv MV: created (``REFRESH DEFERRED``, then built
 by a refresh run) when missing; when its stored query or partition column differs from the
@@ -28,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.pipeline.model import MATERIALIZED_VIEW, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
+from sparkmv.pipeline.model import REFRESHED_KINDS, STREAMING_TABLE, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
 from sparkmv.pipeline.project import Project
 
 if TYPE_CHECKING:
@@ -50,6 +52,7 @@ class DatasetResult:
     started: datetime | None = None
     finished: datetime | None = None
     run_id: int | None = None
+    kind: str = "materialized view"  # or "streaming table"
 
 
 @dataclass
@@ -196,7 +199,10 @@ def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> D
         reason = f"{note}; {reason}" if reason else note
     state = "FAILED" if run.state == "CANCELLED" else run.state
     rows = _table_rows(client, ds.name) if state != "FAILED" else None
-    return DatasetResult(ds.name, "sql", state, run.mode, reason, rows, run.started, run.finished, run.run_id)
+    if ds.kind == STREAMING_TABLE:
+        flows = f"flows {', '.join(ds.flows)}"
+        reason = f"{flows}; {reason}" if reason else flows
+    return DatasetResult(ds.name, "sql", state, run.mode, reason, rows, run.started, run.finished, run.run_id, ds.kind)
 
 
 def _table_rows(client: Client, name: ObjectName) -> int | None:
@@ -250,7 +256,7 @@ def _bind(client: Client, project: Project, view: str, bound: list[str], done: s
     ds = project.graph.datasets.get(name)
     if ds is not None and ds.kind == TEMPORARY_VIEW:
         df = _call(client, project, ds, bound, done)
-    elif ds is not None and ds.kind == MATERIALIZED_VIEW and name not in done:
+    elif ds is not None and ds.kind in REFRESHED_KINDS and name not in done:
         raise _NeedsDataset(name)
     else:
         df = client.table(name.qualified)

@@ -1,0 +1,131 @@
+"""Streaming tables and their flows, folded into one query each.
+
+In Spark Declarative Pipelines a streaming table is an append-only table that one or more
+flows feed, each flow with the new rows of the tables it reads as ``STREAM(t)``, each row once.
+sparkmv keeps a streaming table as a materialized view whose query is the ``UNION ALL`` of its
+flows' queries (``STREAM(t)`` read as ``t``), with ``refresh_mode = 'INCREMENTAL'``: a refresh
+applies exactly the rows appended to its sources since the positions it consumed (recorded
+with each run, as for any MV), and appending them costs what was appended (the delta rules
+of a projection over appends only append). Two deliberate differences from Spark's streaming
+execution, both from sparkmv's first promise that a table equals its query:
+
+- a delete or update in a source is applied (its rows retracted), where Spark's streaming
+  source fails the flow;
+- a table joined without ``STREAM`` (a stream-static join) is read as it is now: its changes
+  update the joined rows, where a streaming join keeps what it joined at the time.
+
+``INSERT INTO t BY NAME`` matches columns by name, so every flow of a table with several flows
+must name its columns (no ``*``) and give the same set of names; each flow's select list is
+put in the first flow's order. Adding or changing a flow changes the table's query: the run
+then builds the table again from its sources (``sparkmv.pipeline.run``).
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from sparkmv.analysis.query import DIALECT, parse_query
+from sparkmv.names import ObjectName
+from sparkmv.pipeline.model import FLOW, STREAMING_TABLE, Dataset, PipelineDefinitionError
+
+STREAMING_PROPERTIES = {"refresh_mode": "INCREMENTAL"}
+"""sparkmv properties every streaming table gets unless its TBLPROPERTIES set them."""
+
+
+def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
+    """The datasets with every flow folded into its streaming table (``query`` the union of
+    the flows' queries, ``flows`` their names); the flows themselves are left out.
+
+    Raises:
+        PipelineDefinitionError: ``<file>:<line>: ...`` for a flow writing to something that is
+            not a streaming table of the pipeline, a flow name used twice, a streaming table
+            with no flow, flows whose columns do not match, or a materialized view or
+            temporary view reading ``STREAM(t)``.
+    """
+    tables = {d.name: d for d in datasets if d.kind == STREAMING_TABLE}
+    fed: dict[ObjectName, list[Dataset]] = {name: [] for name in tables}
+    seen: dict[ObjectName, Dataset] = {d.name: d for d in datasets if d.kind != FLOW}
+    out: list[Dataset] = []
+    for ds in datasets:
+        if ds.kind != FLOW:
+            if ds.streams and ds.kind != STREAMING_TABLE:
+                stream = ds.streams[0].display
+                raise PipelineDefinitionError(
+                    f"{ds.where}: {ds.kind} {ds.name.display} reads STREAM({stream}): only a streaming "
+                    f"table or a flow reads a stream (read {stream} without STREAM)"
+                )
+            out.append(ds)
+            continue
+        if ds.name in seen:
+            raise PipelineDefinitionError(
+                f"{ds.where}: flow {ds.name.display} is already defined at {seen[ds.name].where}"
+            )
+        seen[ds.name] = ds
+        assert ds.target is not None
+        if ds.target not in tables:
+            raise PipelineDefinitionError(
+                f"{ds.where}: flow {ds.name.display} writes to {ds.target.display}, "
+                "which is not a streaming table of the pipeline"
+            )
+        fed[ds.target].append(ds)
+    for name, table in tables.items():
+        flows = ([table] if table.query is not None else []) + fed[name]
+        if not flows:
+            raise PipelineDefinitionError(
+                f"{table.where}: streaming table {name.display} has no flow: give it AS SELECT ..., or "
+                f"CREATE FLOW ... AS INSERT INTO {name.display} BY NAME SELECT ..."
+            )
+        table.query = union_by_name(table, flows)
+        table.flows = [f.name.name for f in flows]
+        table.streams = [s for f in flows for s in f.streams]
+        for key, value in STREAMING_PROPERTIES.items():
+            table.properties.setdefault(key, value)
+    return out
+
+
+def union_by_name(table: Dataset, flows: list[Dataset]) -> str:
+    """One query appending every flow's rows, columns matched by name (rules in the module
+    docstring).
+
+    Raises:
+        PipelineDefinitionError: a flow of several with ``*``, an unnamed column or a set of
+            column names other than the first flow's (naming the flow).
+    """
+    queries = [f.query or "" for f in flows]
+    if len(flows) == 1:
+        return queries[0]
+    selects = [_named_select(table, f, parse_query(q)) for f, q in zip(flows, queries, strict=True)]
+    order = [name for name, _ in selects[0][1]]
+    union: exp.Query = selects[0][0]
+    for flow, (select, items) in zip(flows[1:], selects[1:], strict=True):
+        names = dict(items)
+        if sorted(names) != sorted(order):
+            raise PipelineDefinitionError(
+                f"{flow.where}: flow {flow.name.display} gives columns ({', '.join(n for n, _ in items)}) "
+                f"but streaming table {table.name.display} has ({', '.join(order)})"
+            )
+        select.set("expressions", [names[n] for n in order])
+        union = exp.union(union, select, distinct=False, dialect=DIALECT)
+    return union.sql(DIALECT)
+
+
+Named = list[tuple[str, exp.Expression]]
+
+
+def _named_select(table: Dataset, flow: Dataset, query: exp.Query) -> tuple[exp.Select, Named]:
+    """``query``'s SELECT and its (lower-case output name, item) pairs."""
+    if not isinstance(query, exp.Select):
+        raise PipelineDefinitionError(
+            f"{flow.where}: flow {flow.name.display}: a streaming table with several flows needs each flow "
+            "to be one SELECT"
+        )
+    items: Named = []
+    for item in query.expressions:
+        name = item.alias_or_name
+        if isinstance(item, exp.Star) or isinstance(item.unalias(), exp.Star) or not name or name == "*":
+            raise PipelineDefinitionError(
+                f"{flow.where}: flow {flow.name.display}: name every column (no *, no unnamed expression): "
+                f"streaming table {table.name.display} has several flows, matched BY NAME"
+            )
+        items.append((name.lower(), item))
+    return query, items
