@@ -146,7 +146,7 @@ def test_streaming_table_flows_fold_into_one_query_by_name(tmp_path: Path) -> No
     events = p.graph.datasets[next(n for n in p.queries if n.name == "events")]
     assert (events.kind, events.flows, events.partition_by) == ("streaming table", ["web", "app"], "day")
     assert [s.display for s in events.streams] == ["web_log", "app_log"]
-    assert events.properties == {"quality": "raw", "refresh_mode": "INCREMENTAL"}
+    assert events.properties == {"quality": "raw"}
     assert p.queries[events.name] == (
         "SELECT day, id, 'web' AS channel FROM web_log UNION ALL SELECT day, id, 'app' AS channel FROM app_log AS a"
     )

@@ -175,7 +175,7 @@ def test_failed_dataset_is_isolated(client: Any, sales: Path, tmp_path: Path) ->
     assert_mv_matches(client, "after_bad", "SELECT m FROM sales")
 
 
-STREAMING = """CREATE STREAMING TABLE orders_feed PARTITIONED BY (m) AS
+STREAMING = """CREATE STREAMING TABLE orders_feed PARTITIONED BY (m) TBLPROPERTIES ('refresh_mode' = 'INCREMENTAL') AS
 SELECT m, id, amount FROM STREAM(sales) WHERE amount > 0;
 
 CREATE FLOW returns_flow AS INSERT INTO orders_feed BY NAME

@@ -3,14 +3,16 @@
 In Spark Declarative Pipelines a streaming table is an append-only table that one or more
 flows feed, each flow with the new rows of the tables it reads as ``STREAM(t)``, each row once.
 sparkmv keeps a streaming table as a materialized view whose query is the ``UNION ALL`` of its
-flows' queries (``STREAM(t)`` read as ``t``), with ``refresh_mode = 'INCREMENTAL'``: a refresh
-applies exactly the rows appended to its sources since the positions it consumed (recorded
-with each run, as for any MV), and appending them costs what was appended (the delta rules
-of a projection over appends only append). Two deliberate differences from Spark's streaming
-execution, both from sparkmv's first promise that a table equals its query:
+flows' queries (``STREAM(t)`` read as ``t``), refreshed like any MV (AUTO unless its
+TBLPROPERTIES set ``refresh_mode``): after appends, AUTO's INCREMENTAL applies exactly the rows
+appended to its sources since the positions it consumed (recorded with each run, as for any
+MV), and appending them costs what was appended (the delta rules of a projection over appends
+only append). Two deliberate differences from Spark's streaming execution, both from
+sparkmv's first promise that a table equals its query:
 
-- a delete or update in a source is applied (its rows retracted), where Spark's streaming
-  source fails the flow;
+- a delete or update in a source is applied (its rows retracted, or the table recomputed
+  where the source keeps no change log), where Spark's streaming source ignores a deleted
+  file or fails the flow;
 - a table joined without ``STREAM`` (a stream-static join) is read as it is now: its changes
   update the joined rows, where a streaming join keeps what it joined at the time.
 
@@ -27,9 +29,6 @@ from sqlglot import exp
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import FLOW, STREAMING_TABLE, Dataset, PipelineDefinitionError
-
-STREAMING_PROPERTIES = {"refresh_mode": "INCREMENTAL"}
-"""sparkmv properties every streaming table gets unless its TBLPROPERTIES set them."""
 
 
 def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
@@ -78,8 +77,6 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
         table.query = union_by_name(table, flows)
         table.flows = [f.name.name for f in flows]
         table.streams = [s for f in flows for s in f.streams]
-        for key, value in STREAMING_PROPERTIES.items():
-            table.properties.setdefault(key, value)
     return out
 
 
