@@ -59,6 +59,10 @@ def error_of(path: Path) -> str:
             "glob `nothing/**` in libraries matches no file",
         ),
         ("name: p\nstorage: /s\ncatalog: lake\n", "catalog `lake` is not supported"),
+        (
+            "name: p\nstorage: /s\nconfiguration:\n  sparkmv.refresh: ASYNC EVERY (INTERVAL 0 MINUTE)\n",
+            "configuration sparkmv.refresh: EVERY (INTERVAL 0 MINUTE) is out of range",
+        ),
     ],
 )
 def test_bad_spec(tmp_path: Path, spec: str, message: str) -> None:

@@ -212,3 +212,12 @@ def test_streaming_table_appends_the_new_rows_of_each_flow_once(client: Any, sal
 
     third = run_pipeline(client, load_project(spec))
     assert states(third) == {"orders_feed": ("SKIPPED", "SKIP"), "feed_totals": ("SKIPPED", "SKIP")}
+
+    # the spec's sparkmv.refresh puts every dataset under the scheduler (not a Spark setting)
+    scheduled = spec.read_text() + "configuration:\n  sparkmv.refresh: ASYNC EVERY (INTERVAL 2 HOURS)\n"
+    spec.write_text(scheduled)
+    project = load_project(spec)
+    assert project.spec.spark_conf == {}
+    run_pipeline(client, project)
+    schemes = {s.name: s.refresh_scheme for s in client.status()}
+    assert schemes == {"orders_feed": "ASYNC EVERY (INTERVAL 2 HOUR)", "feed_totals": "ASYNC EVERY (INTERVAL 2 HOUR)"}

@@ -39,7 +39,7 @@ def _load(spec: Path | None, start_spark: bool) -> Project:
     from sparkmv.pipeline.spec import find_spec, load_spec
 
     path = find_spec(Path.cwd(), spec)
-    state.conf = {**load_spec(path).configuration, **state.conf}  # --conf wins over the spec
+    state.conf = {**load_spec(path).spark_conf, **state.conf}  # --conf wins over the spec
     return load_project(path, (lambda: state.client().spark) if start_spark else None)
 
 

@@ -33,6 +33,7 @@ class Project:
     graph: Graph
     namespace: str
     queries: dict[ObjectName, str] = field(default_factory=dict)
+    refresh_scheme: str | None = None  # the spec's sparkmv.refresh, normalised
 
     @property
     def materialized_views(self) -> list[Dataset]:
@@ -58,6 +59,7 @@ def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) 
             "datasets in its own catalog (leave `catalog` out, or spark_catalog)"
         )
     namespace = (spec.database or DEFAULT_NAMESPACE).lower()
+    scheme = spec.refresh_scheme()  # checked before any definition is loaded
     files = spec.files()
     datasets: list[Dataset] = []
     for path in files:
@@ -73,7 +75,7 @@ def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) 
             datasets.extend(load_python_file(path, namespace, spec.root))
     graph = build_graph(fold_flows(datasets), namespace)
     order = graph.order()  # cycles are refused here, before any query is resolved
-    project = Project(spec, graph, namespace)
+    project = Project(spec, graph, namespace, refresh_scheme=scheme)
     for name in order:
         ds = graph.datasets[name]
         if ds.kind in REFRESHED_KINDS and ds.query is not None:

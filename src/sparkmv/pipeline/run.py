@@ -8,7 +8,9 @@ definition, dropped and created again (documented: readers do not see it during 
 build); otherwise refreshed by ``Client.refresh`` — AUTO picks SKIP, PCT, INCREMENTAL or FULL
 and says why; ``--full-refresh`` forces a refresh of every partition. ``TBLPROPERTIES`` keys
 that are sparkmv properties (``refresh_mode``, ``partition_refresh_number``, ...) are applied
-(``ALTER ... SET PROPERTIES`` when they changed); other keys are not kept.
+(``ALTER ... SET PROPERTIES`` when they changed); other keys are not kept. The spec's
+``sparkmv.refresh`` configuration becomes each SQL dataset's refresh scheme (``ALTER ...
+REFRESH``), so ``sparkmv scheduler`` runs the pipeline on that schedule, in dependency order.
 
 A Python materialized view is refreshed by :mod:`.python_mv`. Its query function reads tables
 by name (``spark.table("x")`` / ``spark.read.table``, ``spark.sql``): each name Spark cannot
@@ -171,6 +173,7 @@ def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> D
     with client.runtime.catalog.read() as s:
         row = client.runtime.catalog.objects.find(s, ds.name)
         stored = (row.kind, row.definition, row.partition_by, dict(row.properties or {})) if row else None
+        scheme = row.refresh_scheme if row else None
     note: str | None = None
     if stored is not None and stored[0] != "MATERIALIZED_VIEW":
         raise SparkMvError(f"{ds.name.display} is already a sparkmv {stored[0].lower().replace('_', ' ')}")
@@ -186,6 +189,8 @@ def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> D
         if changed:
             props = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in changed.items())
             client.sql(f"ALTER MATERIALIZED VIEW {ds.name.qualified} SET PROPERTIES ({props})")
+    if project.refresh_scheme is not None and (created or scheme != project.refresh_scheme):
+        client.sql(f"ALTER MATERIALIZED VIEW {ds.name.qualified} REFRESH {project.refresh_scheme}")
     try:
         run = client.refresh(ds.name, force=force and not created)
     except Exception:

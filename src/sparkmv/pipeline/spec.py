@@ -23,6 +23,9 @@ from sparkmv.errors import SparkMvError
 
 SPEC_FILE_NAMES = ("spark-pipeline.yaml", "spark-pipeline.yml")
 ALLOWED_FIELDS = ("name", "storage", "catalog", "database", "schema", "configuration", "libraries")
+REFRESH_KEY = "sparkmv.refresh"
+"""``configuration`` key: the refresh scheme of the pipeline's datasets (``MANUAL``, ``ASYNC``,
+``ASYNC EVERY (INTERVAL n UNIT)``), run by ``sparkmv scheduler`` in dependency order."""
 REQUIRED_FIELDS = ("name", "storage")
 
 
@@ -50,6 +53,32 @@ class PipelineSpec:
     @property
     def root(self) -> Path:
         return self.path.parent
+
+    @property
+    def spark_conf(self) -> dict[str, str]:
+        """The ``configuration`` entries that are Spark settings (``sparkmv.*`` keys are
+        sparkmv's own, :data:`REFRESH_KEY`)."""
+        return {k: v for k, v in self.configuration.items() if not k.startswith("sparkmv.")}
+
+    def refresh_scheme(self) -> str | None:
+        """The refresh scheme every materialized view and streaming table of the pipeline
+        gets (``configuration: {sparkmv.refresh: "ASYNC EVERY (INTERVAL 1 HOUR)"}``), as
+        ``ALTER MATERIALIZED VIEW ... REFRESH`` takes it, normalised; None when not set.
+
+        Raises:
+            PipelineSpecError: ``<spec>: configuration sparkmv.refresh: <why>``.
+        """
+        text = self.configuration.get(REFRESH_KEY)
+        if text is None:
+            return None
+        from sparkmv.sql.parser import parse_statement
+
+        try:
+            stmt = parse_statement(f"ALTER MATERIALIZED VIEW x REFRESH {text}")
+        except SparkMvError as exc:
+            raise PipelineSpecError(f"{self.path}: configuration {REFRESH_KEY}: {exc}") from None
+        scheme = getattr(stmt, "refresh", None)
+        return scheme.text if scheme is not None else None
 
     def files(self) -> list[Path]:
         """The definition files the globs name, in glob order then path order, each once.
