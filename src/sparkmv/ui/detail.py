@@ -56,8 +56,10 @@ def _partitions(rt: Runtime, row: ObjectRow, stale: PartitionStaleness | None) -
                 "reason": why,
             }
         )
-    for value in stale.new_partitions if stale is not None else ():
-        out.append({"value": value, "refreshed_at": None, "rows": 0, "stale": True, "reason": stale.reason_for(value)})
+    if stale is not None:
+        for value in stale.new_partitions:
+            why = stale.reason_for(value)
+            out.append({"value": value, "refreshed_at": None, "rows": 0, "stale": True, "reason": why})
     return out
 
 

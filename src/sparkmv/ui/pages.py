@@ -114,7 +114,7 @@ def table_detail(rt: Runtime, name: ObjectName, row: ObjectRow | None) -> dict[s
         partitions=len(pinned.partitions),
         last_change=datetime.fromtimestamp(max(changes), UTC).isoformat() if changes else None,
         snapshot=pinned.snapshot_id,
-        transforms=dict(pinned.partition_transforms or {}),
+        transforms=dict(zip(pinned.partition_columns, pinned.partition_transforms, strict=False)),
     )
     return out
 
