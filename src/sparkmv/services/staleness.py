@@ -41,6 +41,7 @@ class PartitionStaleness:
         reasons: MV partition value -> why it would be recomputed; a whole-MV plan has the
             one key :data:`WHOLE_MV`.
         new_partitions: partitions the refresh would create (not published yet), sorted.
+        published: number of MV partitions published now.
     """
 
     mode: str
@@ -49,6 +50,7 @@ class PartitionStaleness:
     reasons: dict[PartitionValue, str]
     whole_mv: str | None = None
     new_partitions: tuple[PartitionValue, ...] = ()
+    published: int = 0
 
     @property
     def is_fresh(self) -> bool:
@@ -58,6 +60,17 @@ class PartitionStaleness:
     def reason_for(self, value: PartitionValue) -> str | None:
         """Why partition ``value`` would be recomputed, None when it would not."""
         return self.whole_mv if self.whole_mv is not None else self.reasons.get(value)
+
+    def scope(self) -> str:
+        """What the next refresh recomputes, in words: ``nothing``, ``every MV partition (80)``,
+        ``1 of 80 MV partitions`` (and ``, 1 new``)."""
+        if self.is_fresh:
+            return "nothing"
+        if self.whole_mv is not None:
+            return "the whole MV"
+        old = len(self.reasons) - len(self.new_partitions)
+        text = f"every MV partition ({old})" if old == self.published else f"{old} of {self.published} MV partitions"
+        return text + (f", {len(self.new_partitions)} new" if self.new_partitions else "")
 
     @property
     def changed_base_count(self) -> int:
@@ -97,14 +110,14 @@ def staleness_of(plan: Plan, published: set[PartitionValue]) -> PartitionStalene
     """:class:`PartitionStaleness` from a plan and the MV's published partitions."""
     base = (plan.mode, plan.reason, plan.changed_base_partitions)
     if plan.mode == "SKIP":
-        return PartitionStaleness(*base, {})
+        return PartitionStaleness(*base, {}, published=len(published))
     if WHOLE_MV in plan.partition_reasons or plan.replace_all:
         why = plan.partition_reasons.get(WHOLE_MV) or plan.reason
-        return PartitionStaleness(*base, {}, whole_mv=why)
+        return PartitionStaleness(*base, {}, whole_mv=why, published=len(published))
     reasons: dict[PartitionValue, str] = {}
     for chunk in plan.chunks:
         for value in chunk.partitions or []:
             label = "NULL" if value is None else value
             reasons[value] = plan.partition_reasons.get(label) or plan.partition_reasons.get(OUTSIDE_LABEL, plan.reason)
     new = tuple(sorted((v for v in reasons if v not in published), key=sort_key))
-    return PartitionStaleness(*base, reasons, new_partitions=new)
+    return PartitionStaleness(*base, reasons, new_partitions=new, published=len(published))

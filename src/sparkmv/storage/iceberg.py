@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -25,19 +25,30 @@ from pyiceberg.exceptions import (
 )
 from pyiceberg.expressions import AlwaysTrue, BooleanExpression, EqualTo, IsNull, Or
 from pyiceberg.manifest import DataFile as IcebergDataFile
-from pyiceberg.manifest import ManifestFile
+from pyiceberg.manifest import DataFileContent, ManifestFile
+from pyiceberg.partitioning import PartitionField
+from pyiceberg.schema import Schema
 from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation
 from pyiceberg.table.update import update_table_metadata
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
+from pyiceberg.types import DateType, TimestampType, TimestamptzType
 from pyiceberg.utils.concurrent import ExecutorFactory
+from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
 from sparkmv.storage import partition_values
+from sparkmv.storage.lazy import lazy_module
 from sparkmv.storage.warehouse import Location, catalog_uri, make_dirs, normalize, remove_tree
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported where rows are read: a read-only process never loads them
+    pa = lazy_module("pyarrow")
+
 
 CATALOG_NAME = "sparkmv"
 RUN_ID_PROPERTY = "sparkmv.run-id"
@@ -78,6 +89,21 @@ class PartitionInfo:
     last_updated_at: float | None
     record_count: int
     size_bytes: int
+
+
+def _partition_value(schema: Schema, field: PartitionField, raw: Any) -> Any:
+    """A partition field's value as ``inspect.partitions`` returns it: dates and timestamps
+    (stored as days and microseconds) as ``date`` / ``datetime``, others as stored."""
+    if raw is None:
+        return None
+    kind = field.transform.result_type(schema.find_type(field.source_id))
+    if isinstance(kind, DateType):
+        return days_to_date(raw)
+    if isinstance(kind, TimestamptzType):
+        return micros_to_timestamptz(raw)
+    if isinstance(kind, TimestampType):
+        return micros_to_timestamp(raw)
+    return raw
 
 
 def partition_text(value: Any) -> str | None:
@@ -124,6 +150,16 @@ class IcebergStore:
         if engine is not None:
             self.catalog.engine.dispose()
             self.catalog.engine = engine
+
+    def read_through_fsspec(self) -> None:
+        """Read a local warehouse's tables through pyiceberg's fsspec FileIO instead of its
+        default PyArrowFileIO, which imports pyarrow and pandas (~130 MB): for a process
+        that only reads table metadata (the web UI). Nothing changes when a FileIO is
+        configured (``py-io-impl``) or the warehouse is an object store."""
+        from pyiceberg.io import FSSPEC_FILE_IO, PY_IO_IMPL
+
+        if isinstance(self.warehouse, Path) and PY_IO_IMPL not in self.catalog.properties:
+            self.catalog.properties[PY_IO_IMPL] = FSSPEC_FILE_IO
 
     # -- tables ------------------------------------------------------------------------------
     def _ensure_namespace(self, namespace: str) -> None:
@@ -227,25 +263,40 @@ class IcebergStore:
 
     @staticmethod
     def partitions(table: Table, snapshot_id: int | None = None) -> list[PartitionInfo]:
-        """Per-partition metadata of a snapshot (default: current)."""
-        if table.current_snapshot() is None:
+        """Per-partition metadata of a snapshot (default: current), as pyiceberg's
+        ``inspect.partitions`` gives it, read from the manifests' entries without pyarrow (a
+        read-only process such as the web UI then never loads pyarrow): data files' rows and
+        bytes per partition; the last change is the newest snapshot that added a live data or
+        delete file of the partition."""
+        snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
+        if snapshot is None:
             return []
-        rows = table.inspect.partitions(snapshot_id=snapshot_id).to_pylist()
-        out: list[PartitionInfo] = []
-        for r in rows:
-            part = r.get("partition") or {}
-            value = partition_text(next(iter(part.values()))) if part else None
-            updated = r.get("last_updated_at")
-            out.append(
-                PartitionInfo(
-                    value=value,
-                    last_updated_snapshot_id=int(r.get("last_updated_snapshot_id") or 0),
-                    last_updated_at=updated.replace(tzinfo=UTC).timestamp() if updated else None,
-                    record_count=int(r["record_count"]),
-                    size_bytes=int(r["total_data_file_size_in_bytes"]),
-                )
+        specs = table.metadata.specs()
+        schema = table.schema()
+        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        for manifest in snapshot.manifests(table.io):
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+                data = entry.data_file
+                fields = specs[data.spec_id].fields
+                values = [_partition_value(schema, f, data.partition[i]) for i, f in enumerate(fields)]
+                key = tuple((f.name, v) for f, v in zip(fields, values, strict=True))
+                row = rows.setdefault(key, {"value": values[0] if values else None, "records": 0, "bytes": 0})
+                made = table.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
+                if made is not None and ("at" not in row or row["at"] < made.timestamp_ms):
+                    row["at"], row["snapshot"] = made.timestamp_ms, made.snapshot_id
+                if data.content == DataFileContent.DATA:
+                    row["records"] += data.record_count
+                    row["bytes"] += data.file_size_in_bytes
+        return [
+            PartitionInfo(
+                value=partition_text(r["value"]),
+                last_updated_snapshot_id=int(r.get("snapshot") or 0),
+                last_updated_at=r["at"] / 1000 if "at" in r else None,
+                record_count=r["records"],
+                size_bytes=r["bytes"],
             )
-        return out
+            for r in rows.values()
+        ]
 
     @staticmethod
     def snapshot_of_run(table: Table, run_id: int) -> int | None:

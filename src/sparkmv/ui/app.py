@@ -280,6 +280,8 @@ def create_app(client: Client, allow_actions: bool = False, token: str | None = 
         Route("/api/objects/{name}/progress", api_progress),
         Route("/api/runs", api_runs),
     ]
+    # Pages read table metadata only: without pyarrow (and pandas) the process stays small.
+    client.runtime.iceberg.read_through_fsspec()
     app = Starlette(routes=routes)
     app.state.ui = UiState(client, allow_actions, token or secrets.token_urlsafe(24))
     return app

@@ -75,14 +75,13 @@ def _staleness(rt: Runtime, row: ObjectRow, view: dict[str, Any]) -> PartitionSt
     except SparkMvError:
         return None
     if stale.is_fresh:
-        view.update(state="fresh", detail="fresh: the next refresh would recompute nothing", stale_partitions=0)
+        view.update(state="fresh", detail="fresh: a refresh recomputes nothing", stale_partitions=0)
         return stale
     n = stale.changed_base_count
-    scope = "every partition" if stale.whole_mv is not None else f"{len(stale.reasons)} MV partition(s)"
     view.update(
         state="stale",
-        detail=f"stale: {n} changed base partition{'s' if n != 1 else ''}; the next refresh ({stale.mode}) "
-        f"would recompute {scope}",
+        detail=f"stale: {n} changed base partition{'s' if n != 1 else ''}; a {stale.mode} refresh recomputes "
+        f"{stale.scope()}",
         stale_partitions=n,
     )
     return stale
@@ -118,6 +117,7 @@ def _staleness_json(stale: PartitionStaleness | None) -> dict[str, Any] | None:
         "changed_base_partitions": stale.changed_base_partitions,
         "whole_mv": stale.whole_mv,
         "partitions_to_recompute": None if stale.whole_mv is not None else len(stale.reasons),
+        "scope": stale.scope(),
     }
 
 
