@@ -8,12 +8,15 @@ escaped (markupsafe). Marks carry ``data-run``, ``data-technique`` and ``data-st
 
 The MV chart (:func:`history_svg`) has one panel per measure, x = the run's start time:
 ``duration`` (seconds), ``rows`` (rows written) and, when any run recorded them, ``bytes``
-(bytes read, the mark, beside the chosen technique's estimate, a short black bar). The summary
+(bytes read, the mark, beside the chosen technique's estimate, a short black bar); rows and
+bytes on a logarithmic scale, since a FULL run and an incremental one differ by orders of
+magnitude. The summary
 (:func:`summary_svg`) has one lane per object, x = time across all of them.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -171,10 +174,13 @@ def _panel(
     """One panel: frame, y axis from 0 to the largest value (estimates included), and a mark
     per run (at 0 for an unknown duration; in the bytes panel only where bytes were read)."""
     bottom = top + PANEL_H
+    log = key != "duration"
     estimates = [float(r.estimate_bytes) for r in runs if key == "bytes" and r.estimate_bytes is not None]
     peak = max([v for v in values if v is not None] + estimates, default=0.0) or 1.0
 
     def y_of(v: float) -> float:
+        if log:  # rows and bytes span orders of magnitude (a FULL run beside a few rows merged)
+            return bottom - (PANEL_H - 8) * math.log10(1 + v) / math.log10(1 + peak)
         return bottom - (PANEL_H - 8) * v / peak
 
     out = [
@@ -220,11 +226,11 @@ def history_svg(runs: Sequence[ChartRun]) -> str:
         return _empty("history")
     panels: list[tuple[str, str, list[float | None]]] = [
         ("duration", "duration (s)", [r.seconds for r in runs]),
-        ("rows", "rows written", [float(r.rows) for r in runs]),
+        ("rows", "rows written (log scale)", [float(r.rows) for r in runs]),
     ]
     if any(r.bytes_read is not None or r.estimate_bytes is not None for r in runs):
         read = [float(r.bytes_read) if r.bytes_read is not None else None for r in runs]
-        panels.append(("bytes", "bytes read (mark) beside the estimate (bar)", read))
+        panels.append(("bytes", "bytes read (mark) beside the estimate (bar), log scale", read))
     height = TOP + len(panels) * (PANEL_H + GAP) + 16
     to_x = _x_scale(runs, LEFT + 10, WIDTH - RIGHT - 10)
     xs = [to_x(r.at) for r in runs]
