@@ -63,14 +63,20 @@ class PartitionStaleness:
 
     def scope(self) -> str:
         """What the next refresh recomputes, in words: ``nothing``, ``every MV partition (80)``,
-        ``1 of 80 MV partitions`` (and ``, 1 new``)."""
+        ``1 of 80 MV partitions``, ``1 new MV partition``, or both."""
         if self.is_fresh:
             return "nothing"
         if self.whole_mv is not None:
             return "the whole MV"
-        old = len(self.reasons) - len(self.new_partitions)
-        text = f"every MV partition ({old})" if old == self.published else f"{old} of {self.published} MV partitions"
-        return text + (f", {len(self.new_partitions)} new" if self.new_partitions else "")
+        old, new = len(self.reasons) - len(self.new_partitions), len(self.new_partitions)
+        parts = []
+        if old:
+            parts.append(
+                f"every MV partition ({old})" if old == self.published else f"{old} of {self.published} MV partitions"
+            )
+        if new:
+            parts.append(f"{new} new MV partition{'s' if new != 1 else ''}")
+        return ", ".join(parts)
 
     @property
     def changed_base_count(self) -> int:

@@ -20,6 +20,9 @@ from sparkmv.ui.pages import answered, table_detail
 
 RUNS_SHOWN = 50
 STALE_OR_FRESH = ("stale", "fresh")
+PLANNED = (*STALE_OR_FRESH, "failed")
+"""Display states of an idle MV whose partitions' staleness the page shows (a running refresh
+is computing them; an inactive MV is never refreshed)."""
 
 
 def _schedule(row: ObjectRow) -> dict[str, Any]:
@@ -65,15 +68,18 @@ def _partitions(rt: Runtime, row: ObjectRow, stale: PartitionStaleness | None) -
 
 def _staleness(rt: Runtime, row: ObjectRow, view: dict[str, Any]) -> PartitionStaleness | None:
     """The planner's partition staleness of an idle, refreshed MV, and the page's header
-    (``view``'s state and detail) set from the same plan, so the two never disagree."""
+    (``view``'s state and detail, unless the last run failed) set from the same plan, so the
+    two never disagree."""
     if row.kind != ObjectKind.MATERIALIZED_VIEW or row.last_success_run_id is None:
         return None
-    if view["state"] not in STALE_OR_FRESH:
+    if view["state"] not in PLANNED:
         return None
     try:
         stale = partition_staleness(rt, row)
     except SparkMvError:
         return None
+    if view["state"] not in STALE_OR_FRESH:  # a failed MV's header keeps the error
+        return stale
     if stale.is_fresh:
         view.update(state="fresh", detail="fresh: a refresh recomputes nothing", stale_partitions=0)
         return stale
