@@ -11,8 +11,6 @@ from pyiceberg.manifest import DataFileContent
 from pyiceberg.partitioning import PartitionField
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
-from pyiceberg.types import DateType, TimestampType, TimestamptzType
-from pyiceberg.utils.datetime import days_to_date, micros_to_timestamp, micros_to_timestamptz
 
 from sparkmv.storage import partition_values
 
@@ -36,18 +34,11 @@ class PartitionInfo:
 
 
 def _partition_value(schema: Schema, field: PartitionField, raw: Any) -> Any:
-    """A partition field's value as ``inspect.partitions`` returns it: dates and timestamps
-    (stored as days and microseconds) as ``date`` / ``datetime``, others as stored."""
+    """A partition field's stored value (days, microseconds) as the typed value the one text
+    form is made from (:func:`sparkmv.storage.partition_values.from_iceberg_physical`)."""
     if raw is None:
         return None
-    kind = field.transform.result_type(schema.find_type(field.source_id))
-    if isinstance(kind, DateType):
-        return days_to_date(raw)
-    if isinstance(kind, TimestamptzType):
-        return micros_to_timestamptz(raw)
-    if isinstance(kind, TimestampType):
-        return micros_to_timestamp(raw)
-    return raw
+    return partition_values.from_iceberg_physical(raw, field.transform.result_type(schema.find_type(field.source_id)))
 
 
 def partitions(table: Table, snapshot_id: int | None = None) -> list[PartitionInfo]:
