@@ -10,12 +10,19 @@ every MV's freshness and the graph's ``dot`` layout before the address is printe
 memory is the server process' VmRSS after all requests.
 Targets (issue 17): graph page and ``/api/objects`` under 200 ms, under 150 MB resident.
 
-Usage: ``.venv/bin/python bench/bench_ui.py [--repeat 9] [--write]``
+With ``--home HOME`` (e.g. the demo's ``.sparkmv-demo`` after ``make demo``) it measures that
+catalog instead (issue 27): every page the UI links to (the graph, ``/runs``, ``/rewrite``,
+every object's page, the newest run's page of each) is opened once, and the server's VmRSS
+is read after each; it reports the largest, and whether pyarrow, pandas or pyspark were
+loaded (their shared libraries in ``/proc/PID/maps``). Target: under 150 MB.
+
+Usage: ``.venv/bin/python bench/bench_ui.py [--repeat 9] [--write] [--home HOME]``
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import re
@@ -138,16 +145,53 @@ def _fetch(url: str) -> tuple[float, int]:
     return time.perf_counter() - start, size
 
 
+def _start(home: Path) -> tuple[subprocess.Popen[str], str]:
+    """``sparkmv ui --port 0`` on ``home``: the process and its base URL (no trailing /)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    argv = [sys.executable, "-m", "sparkmv.cli.main", "--home", str(home), "ui", "--port", "0"]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    url = re.search(r"(http://\S+/)", proc.stdout.readline()).group(1).rstrip("/")  # type: ignore[union-attr]
+    return proc, url
+
+
+def loaded_libraries(pid: int) -> list[str]:
+    """Which of pyarrow, pandas, numpy and pyspark the process loaded (by their files mapped)."""
+    maps = Path(f"/proc/{pid}/maps").read_text()
+    marks = {"pyarrow": "/pyarrow/", "pandas": "/pandas/", "numpy": "/numpy/", "pyspark": "/pyspark/"}
+    return [name for name, mark in marks.items() if mark in maps]
+
+
+def measure_catalog(home: Path) -> tuple[list[str], float, list[str]]:
+    """Open every page of the catalog at ``home`` once; the per-page lines (page, status,
+    size, VmRSS after it), the largest VmRSS (MB) and the heavy libraries loaded."""
+    proc, url = _start(home)
+    try:
+        with urllib.request.urlopen(url + "/api/objects", timeout=120) as r:
+            names = [o["name"] for o in json.load(r)["objects"]]
+        pages = ["/", "/runs", "/rewrite", "/api/objects"] + [f"/objects/{n}" for n in names]
+        for n in names:
+            with urllib.request.urlopen(f"{url}/api/runs?name={n}&per_page=1", timeout=120) as r:
+                pages += [f"/runs/{run['run_id']}" for run in json.load(r)["runs"]]
+        lines, peak = [], 0.0
+        for page in pages:
+            seconds, size = _fetch(url + page)
+            rss = _rss_mb(proc.pid)
+            peak = max(peak, rss)
+            lines.append(f"| `{page}` | {seconds * 1000:.0f} ms | {size / 1024:.0f} KiB | {rss:.0f} MB |")
+        libraries = loaded_libraries(proc.pid)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=30)
+    return lines, peak, libraries
+
+
 def measure(home: Path, repeat: int) -> tuple[list[str], float, float]:
     """First and median warm times of each page, the server's resident memory (MB) and its
     start-up time (s: imports, catalog, every MV's freshness, the layout, until it prints its address)."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    argv = [sys.executable, "-m", "sparkmv.cli.main", "--home", str(home), "ui", "--port", "0"]
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True, env=env)
+    proc, url = _start(home)
     try:
-        assert proc.stdout is not None
-        url = re.search(r"(http://\S+/)", proc.stdout.readline()).group(1).rstrip("/")  # type: ignore[union-attr]
         startup = time.perf_counter() - t0
         lines = []
         for page in PAGES:
@@ -168,7 +212,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--write", action="store_true", help="append the figures to bench/RESULTS.md")
+    parser.add_argument("--home", type=Path, help="measure this catalog's pages (e.g. .sparkmv-demo)")
     args = parser.parse_args()
+    if args.home is not None:
+        lines, peak, libraries = measure_catalog(args.home)
+        head = (
+            f"Catalog {args.home}: every page opened once. {platform.node()}, {os.cpu_count()} cores, "
+            f"Python {platform.python_version()}, {datetime.now(UTC):%Y-%m-%d %H:%M} UTC.\n\n"
+            "| page | time | size | server VmRSS after |\n|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
+            f"Largest server resident memory: {peak:.0f} MB (target: under 150 MB); "
+            f"loaded of pyarrow, pandas, numpy, pyspark: {', '.join(libraries) or 'none'}."
+        )
+        print(head)
+        if args.write:
+            from bench.results import write_results
+
+            write_results(head, "## Web UI over the demo catalog (issue 27)")
+        return
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
         build(Path(tmp) / "home", Path(tmp) / "data")

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, func, select
 
 from sparkmv.catalog.database import Database
 from sparkmv.catalog.models import RewriteLogRow
@@ -92,9 +92,12 @@ class RewriteLogStore:
             newest = max(r.id for r in rows)
             s.execute(delete(RewriteLogRow).where(RewriteLogRow.id <= newest - self.keep))
 
-    def list(self, limit: int | None = None) -> list[RewriteLogEntry]:
-        """The log, newest first (at most ``limit`` rows)."""
+    def list(self, limit: int | None = None, mv: str | None = None) -> list[RewriteLogEntry]:
+        """The log, newest first (at most ``limit`` rows; only the rows of MV ``mv``, its
+        display name, when given)."""
         stmt = select(RewriteLogRow).order_by(RewriteLogRow.id.desc())
+        if mv is not None:
+            stmt = stmt.where(RewriteLogRow.mv == mv)
         if limit is not None:
             stmt = stmt.limit(limit)
         with self.db.read() as s:
@@ -102,3 +105,8 @@ class RewriteLogStore:
                 RewriteLogEntry(r.query_time, r.fingerprint, r.query, r.mv, r.rewrite_class, r.analysis_ms, r.rejected)
                 for r in s.scalars(stmt)
             ]
+
+    def count(self, mv: str) -> int:
+        """Rows naming MV ``mv`` (display name): the queries it answered still in the log."""
+        with self.db.read() as s:
+            return int(s.scalar(select(func.count()).select_from(RewriteLogRow).where(RewriteLogRow.mv == mv)) or 0)

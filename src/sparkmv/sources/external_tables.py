@@ -27,7 +27,6 @@ import dataclasses
 from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyiceberg.table import FileScanTask, Table
 from pyiceberg.transforms import (
     DayTransform,
@@ -44,6 +43,13 @@ from sparkmv.sources import external
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
 from sparkmv.storage import partition_values
 from sparkmv.storage.iceberg import DataFile
+from sparkmv.storage.lazy import lazy_module
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported where rows are read: a read-only process never loads them
+    pa = lazy_module("pyarrow")
+
 
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made
     from pyspark.sql import DataFrame, SparkSession

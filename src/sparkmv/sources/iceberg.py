@@ -9,12 +9,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
 from pyiceberg.table import Table
 
 from sparkmv.names import is_hidden_column
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
 from sparkmv.storage.iceberg import DataFile, IcebergStore
+from sparkmv.storage.lazy import lazy_module
+from sparkmv.storage.spark_json import iceberg_schema_json
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported where rows are read: a read-only process never loads them
+    pa = lazy_module("pyarrow")
+
 
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Spark
     from pyspark.sql import DataFrame, SparkSession
@@ -23,12 +30,16 @@ if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Sp
 def pin(name: str, table: Table, hidden: bool = False) -> PinnedTable:
     """Pin the current snapshot of ``table``: its files grouped by partition; the schema
     leaves out an MV's hidden state columns unless ``hidden`` (query rewrite reads them)."""
-    from sparkmv.storage.schema import arrow_to_spark, schema_to_json
-
-    arrow = table.schema().as_arrow()
     # Hidden state columns of an MV are not part of what it holds for its readers.
-    visible = pa.schema([f for f in arrow if hidden or not is_hidden_column(f.name)])
-    schema_json = schema_to_json(arrow_to_spark(visible))
+    schema = table.schema()
+    try:  # in plain Python: pinning (the web UI's freshness) needs no Spark
+        schema_json = iceberg_schema_json(schema, [f for f in schema.fields if hidden or not is_hidden_column(f.name)])
+    except NotImplementedError:
+        from sparkmv.storage.schema import arrow_to_spark, schema_to_json
+
+        arrow = schema.as_arrow()
+        visible = pa.schema([f for f in arrow if hidden or not is_hidden_column(f.name)])
+        schema_json = schema_to_json(arrow_to_spark(visible))
     column = IcebergStore.partition_column(table)
     snap = table.current_snapshot()
     if snap is None:

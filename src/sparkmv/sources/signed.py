@@ -30,14 +30,22 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
 from pyiceberg.table import FileScanTask, Table
 
 from sparkmv.sources import change_cache
 from sparkmv.sources.pinned import PinnedPartition, PinnedTable
+from sparkmv.storage.lazy import lazy_module
 from sparkmv.storage.warehouse import Location
+
+if TYPE_CHECKING:
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+else:  # imported where rows are read: a read-only process never loads them
+    np = lazy_module("numpy")
+    pa = lazy_module("pyarrow")
+    pc = lazy_module("pyarrow.compute")
+
 
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made
     from pyspark.sql import DataFrame, SparkSession

@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
 from pyiceberg.catalog.sql import SqlCatalog
 from pyiceberg.exceptions import (
     CommitFailedException,
@@ -36,8 +36,16 @@ from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
-from sparkmv.storage import partition_values
+from sparkmv.storage import iceberg_partitions, partition_values
+from sparkmv.storage.iceberg_partitions import PartitionInfo
+from sparkmv.storage.lazy import lazy_module
 from sparkmv.storage.warehouse import Location, catalog_uri, make_dirs, normalize, remove_tree
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+else:  # imported where rows are read: a read-only process never loads them
+    pa = lazy_module("pyarrow")
+
 
 CATALOG_NAME = "sparkmv"
 RUN_ID_PROPERTY = "sparkmv.run-id"
@@ -58,24 +66,6 @@ class DataFile:
 
     path: str
     partition: str | None
-    record_count: int
-    size_bytes: int
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    """One partition of a table's current snapshot (from Iceberg partition metadata).
-
-    Attributes:
-        value: identity partition value as text (None for NULL / unpartitioned).
-        last_updated_snapshot_id: the snapshot that last changed this partition.
-        last_updated_at: epoch seconds of that change.
-        record_count: rows; size_bytes: bytes of data files.
-    """
-
-    value: str | None
-    last_updated_snapshot_id: int
-    last_updated_at: float | None
     record_count: int
     size_bytes: int
 
@@ -124,6 +114,16 @@ class IcebergStore:
         if engine is not None:
             self.catalog.engine.dispose()
             self.catalog.engine = engine
+
+    def read_through_fsspec(self) -> None:
+        """Read a local warehouse's tables through pyiceberg's fsspec FileIO instead of its
+        default PyArrowFileIO, which imports pyarrow and pandas (~130 MB): for a process
+        that only reads table metadata (the web UI). Nothing changes when a FileIO is
+        configured (``py-io-impl``) or the warehouse is an object store."""
+        from pyiceberg.io import FSSPEC_FILE_IO, PY_IO_IMPL
+
+        if isinstance(self.warehouse, Path) and PY_IO_IMPL not in self.catalog.properties:
+            self.catalog.properties[PY_IO_IMPL] = FSSPEC_FILE_IO
 
     # -- tables ------------------------------------------------------------------------------
     def _ensure_namespace(self, namespace: str) -> None:
@@ -227,25 +227,9 @@ class IcebergStore:
 
     @staticmethod
     def partitions(table: Table, snapshot_id: int | None = None) -> list[PartitionInfo]:
-        """Per-partition metadata of a snapshot (default: current)."""
-        if table.current_snapshot() is None:
-            return []
-        rows = table.inspect.partitions(snapshot_id=snapshot_id).to_pylist()
-        out: list[PartitionInfo] = []
-        for r in rows:
-            part = r.get("partition") or {}
-            value = partition_text(next(iter(part.values()))) if part else None
-            updated = r.get("last_updated_at")
-            out.append(
-                PartitionInfo(
-                    value=value,
-                    last_updated_snapshot_id=int(r.get("last_updated_snapshot_id") or 0),
-                    last_updated_at=updated.replace(tzinfo=UTC).timestamp() if updated else None,
-                    record_count=int(r["record_count"]),
-                    size_bytes=int(r["total_data_file_size_in_bytes"]),
-                )
-            )
-        return out
+        """Per-partition metadata of a snapshot (default: current): see
+        :func:`sparkmv.storage.iceberg_partitions.partitions`."""
+        return iceberg_partitions.partitions(table, snapshot_id)
 
     @staticmethod
     def snapshot_of_run(table: Table, run_id: int) -> int | None:

@@ -1,6 +1,7 @@
 """``sparkmv ui``: the ASGI web application (Starlette, Jinja2 templates with autoescape).
 
-Pages: ``/`` (the graph), ``/objects/{name}``, ``/runs``; JSON: ``/api/objects``,
+Pages: ``/`` (the graph and a chart of the newest runs), ``/objects/{name}`` (with its refresh
+history chart), ``/runs``, ``/runs/{run_id}``, ``/rewrite`` (the rewrite log, ``?mv=`` filters); JSON: ``/api/objects``,
 ``/api/objects/{name}``, ``/api/objects/{name}/progress``, ``/api/runs``. It reads the
 catalog through the client's runtime and the status service and never starts Spark.
 
@@ -28,9 +29,11 @@ from starlette.routing import Route
 from sparkmv.catalog import ObjectKind, RunState
 from sparkmv.errors import InvalidNameError, ObjectNotFoundError, SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.ui.charts import TECHNIQUE_COLOURS, chart_runs, history_svg, summary_svg
 from sparkmv.ui.detail import object_detail
 from sparkmv.ui.graph import COLOURS, graph_svg
 from sparkmv.ui.model import STATES, FreshnessCache, display, object_views, run_json, runs_page
+from sparkmv.ui.pages import REWRITE_ROWS, recent_runs, rewrite_rows, run_detail
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client
@@ -58,13 +61,19 @@ class UiState:
         serving), so that no page waits for them; afterwards freshness is renewed in the
         background (:class:`FreshnessCache`) and a layout is made when the graph changes."""
         graph_svg(object_views(self.client.runtime, self.cache))
-        for name in ("graph.html", "object.html", "runs.html", "error.html"):
+        for name in ("graph.html", "object.html", "runs.html", "error.html", "run.html", "rewrite.html"):
             _TEMPLATES.get_template(name)
 
 
 def _render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
     ui: UiState = request.app.state.ui
-    values.update(colours=COLOURS, states=STATES, authorized=_authorized(request), allow_actions=ui.allow_actions)
+    values.update(
+        colours=COLOURS,
+        techniques=TECHNIQUE_COLOURS,
+        states=STATES,
+        authorized=_authorized(request),
+        allow_actions=ui.allow_actions,
+    )
     html = _TEMPLATES.get_template(template).render(request=request, **values)
     response = HTMLResponse(html, status_code=status)
     given = request.query_params.get("token")
@@ -99,7 +108,26 @@ def graph_page(request: Request) -> Response:
     ui: UiState = request.app.state.ui
     views = object_views(ui.client.runtime, ui.cache)
     counts = {s: sum(1 for v in views if v.state == s) for s in STATES}
-    return _render(request, "graph.html", svg=graph_svg(views), views=views, counts=counts, title="graph")
+    summary = summary_svg(recent_runs(ui.client.runtime))
+    return _render(
+        request, "graph.html", svg=graph_svg(views), views=views, counts=counts, summary=summary, title="graph"
+    )
+
+
+def run_page(request: Request) -> Response:
+    ui: UiState = request.app.state.ui
+    try:
+        run = run_detail(ui.client.runtime, int(request.path_params["run_id"]))
+    except ObjectNotFoundError as exc:
+        return _not_found(request, str(exc))
+    return _render(request, "run.html", run=run, title=f"run {run['run_id']}")
+
+
+def rewrite_page(request: Request) -> Response:
+    ui: UiState = request.app.state.ui
+    mv = request.query_params.get("mv") or None
+    rows = rewrite_rows(ui.client.runtime, mv)
+    return _render(request, "rewrite.html", rows=rows, mv=mv, limit=REWRITE_ROWS, title="query rewrite")
 
 
 def graph_svg_fragment(request: Request) -> Response:
@@ -115,7 +143,8 @@ def object_page(request: Request) -> Response:
     except (ObjectNotFoundError, InvalidNameError) as exc:
         return _not_found(request, str(exc))
     message = request.query_params.get("message")
-    return _render(request, "object.html", d=detail, o=detail["object"], message=message, title=name)
+    history = history_svg(chart_runs(detail["runs"])) if detail["runs"] else None
+    return _render(request, "object.html", d=detail, o=detail["object"], message=message, history=history, title=name)
 
 
 def _runs_args(request: Request) -> tuple[str | None, str | None, int, int]:
@@ -244,11 +273,15 @@ def create_app(client: Client, allow_actions: bool = False, token: str | None = 
         Route("/objects/{name}", object_page),
         Route("/objects/{name}/{action}", action, methods=["POST"]),
         Route("/runs", runs_html),
+        Route("/runs/{run_id:int}", run_page),
+        Route("/rewrite", rewrite_page),
         Route("/api/objects", api_objects),
         Route("/api/objects/{name}", api_object),
         Route("/api/objects/{name}/progress", api_progress),
         Route("/api/runs", api_runs),
     ]
+    # Pages read table metadata only: without pyarrow (and pandas) the process stays small.
+    client.runtime.iceberg.read_through_fsspec()
     app = Starlette(routes=routes)
     app.state.ui = UiState(client, allow_actions, token or secrets.token_urlsafe(24))
     return app

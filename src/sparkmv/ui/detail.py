@@ -10,13 +10,19 @@ from sparkmv.catalog import ObjectKind
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.freshness import Freshness
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.services.staleness import PartitionStaleness, partition_staleness
 from sparkmv.storage.iceberg import IcebergStore
+from sparkmv.storage.partition_values import sort_key
 from sparkmv.ui.model import FreshnessCache, ObjectView, display, object_views, run_json
+from sparkmv.ui.pages import answered, table_detail
 
 RUNS_SHOWN = 50
+STALE_OR_FRESH = ("stale", "fresh")
+PLANNED = (*STALE_OR_FRESH, "failed")
+"""Display states of an idle MV whose partitions' staleness the page shows (a running refresh
+is computing them; an inactive MV is never refreshed)."""
 
 
 def _schedule(row: ObjectRow) -> dict[str, Any]:
@@ -29,36 +35,65 @@ def _schedule(row: ObjectRow) -> dict[str, Any]:
     }
 
 
-def _partitions(rt: Runtime, row: ObjectRow, fresh: Freshness | None) -> list[dict[str, Any]]:
-    """The object's partitions with their last refresh time (UTC, ISO 8601) and stale flag.
-
-    A partition is stale when a changed base partition carries its value (``col=value``):
-    the identity lineage of partition change tracking; other lineages show no flag.
-    """
+def _partitions(rt: Runtime, row: ObjectRow, stale: PartitionStaleness | None) -> list[dict[str, Any]]:
+    """The object's partitions with their last refresh time (UTC, ISO 8601), rows, and for an
+    MV whether the next refresh would recompute it and why (``stale``, ``reason``: the
+    planner's answer, :mod:`sparkmv.services.staleness`; None when it cannot be planned).
+    Partitions the refresh would create come last, without a refresh time."""
     try:
         table = rt.iceberg.load(ObjectName(row.namespace, row.name))
         parts = IcebergStore.partitions(table)
     except SparkMvError:
         return []
-    changed_values: set[str] = set()
-    for paths in (fresh.changed if fresh else {}).values():
-        for path in paths:
-            changed_values.update(seg.partition("=")[2] for seg in path.split("/") if "=" in seg)
+    is_mv = row.kind == ObjectKind.MATERIALIZED_VIEW
     out = []
-    for p in sorted(parts, key=lambda p: (p.value is None, p.value or "")):
+    for p in sorted(parts, key=lambda p: sort_key(p.value)):
         when = datetime.fromtimestamp(p.last_updated_at, UTC).isoformat() if p.last_updated_at else None
+        why = stale.reason_for(p.value) if stale is not None else None
         out.append(
             {
                 "value": p.value,
                 "refreshed_at": when,
                 "rows": p.record_count,
-                "stale": p.value in changed_values if row.kind == ObjectKind.MATERIALIZED_VIEW else None,
+                "stale": (why is not None if stale is not None else None) if is_mv else None,
+                "reason": why,
             }
         )
+    if stale is not None:
+        for value in stale.new_partitions:
+            why = stale.reason_for(value)
+            out.append({"value": value, "refreshed_at": None, "rows": 0, "stale": True, "reason": why})
     return out
 
 
-def _bases(rt: Runtime, row: ObjectRow, fresh: Freshness | None) -> list[dict[str, Any]]:
+def _staleness(rt: Runtime, row: ObjectRow, view: dict[str, Any]) -> PartitionStaleness | None:
+    """The planner's partition staleness of an idle, refreshed MV, and the page's header
+    (``view``'s state and detail, unless the last run failed) set from the same plan, so the
+    two never disagree."""
+    if row.kind != ObjectKind.MATERIALIZED_VIEW or row.last_success_run_id is None:
+        return None
+    if view["state"] not in PLANNED:
+        return None
+    try:
+        stale = partition_staleness(rt, row)
+    except SparkMvError:
+        return None
+    if view["state"] not in STALE_OR_FRESH:  # a failed MV's header keeps the error
+        return stale
+    if stale.is_fresh:
+        view.update(state="fresh", detail="fresh: a refresh recomputes nothing", stale_partitions=0)
+        return stale
+    n = stale.changed_base_count
+    view.update(
+        state="stale",
+        detail=f"stale: {n} changed base partition{'s' if n != 1 else ''}; a {stale.mode} refresh recomputes "
+        f"{stale.scope()}",
+        stale_partitions=n,
+    )
+    return stale
+
+
+def _bases(rt: Runtime, row: ObjectRow, changed: dict[str, list[str]]) -> list[dict[str, Any]]:
     """Each base table: its consumed versions per base partition and consumed position."""
     with rt.catalog.read() as s:
         versions = rt.catalog.versions.load(s, row.id)
@@ -71,12 +106,25 @@ def _bases(rt: Runtime, row: ObjectRow, fresh: Freshness | None) -> list[dict[st
         out.append(
             {
                 "name": display(base),
-                "changed_partitions": sorted((fresh.changed if fresh else {}).get(base, [])),
+                "changed_partitions": sorted(changed.get(base, [])),
                 "consumed_partitions": parts,
                 "has_consumed_position": base in positions,
             }
         )
     return out
+
+
+def _staleness_json(stale: PartitionStaleness | None) -> dict[str, Any] | None:
+    if stale is None:
+        return None
+    return {
+        "mode": stale.mode,
+        "reason": stale.reason,
+        "changed_base_partitions": stale.changed_base_partitions,
+        "whole_mv": stale.whole_mv,
+        "partitions_to_recompute": None if stale.whole_mv is not None else len(stale.reasons),
+        "scope": stale.scope(),
+    }
 
 
 def object_detail(rt: Runtime, cache: FreshnessCache, name: str) -> dict[str, Any]:
@@ -98,9 +146,14 @@ def object_detail(rt: Runtime, cache: FreshnessCache, name: str) -> dict[str, An
         raise ObjectNotFoundError(f"table or view '{obj}' does not exist")
     readers = sorted(v.name for v in views.values() if view.name in v.base_tables)
     out: dict[str, Any] = {"object": view.to_json(), "readers": readers, "runs": runs}
+    if row is None or row.kind == ObjectKind.EXTERNAL_TABLE:
+        out["table"] = table_detail(rt, obj, row)
     if row is None:
         return out
+    if row.kind == ObjectKind.MATERIALIZED_VIEW:
+        out["answered"] = answered(rt, obj)
     fresh = cache.get(rt, row) if row.kind == ObjectKind.MATERIALIZED_VIEW else None
+    stale = _staleness(rt, row, out["object"])
     props = dict(row.properties or {})
     mode = MvProperties.parse(props).refresh_mode if row.kind == ObjectKind.MATERIALIZED_VIEW else None
     out.update(
@@ -110,7 +163,8 @@ def object_detail(rt: Runtime, cache: FreshnessCache, name: str) -> dict[str, An
         properties=props,
         refresh_mode=mode or (row.options or {}).get("refresh_mode"),
         schedule=_schedule(row),
-        partitions=_partitions(rt, row, fresh) if row.kind != ObjectKind.EXTERNAL_TABLE else [],
-        base_tables=_bases(rt, row, fresh),
+        partitions=_partitions(rt, row, stale) if row.kind != ObjectKind.EXTERNAL_TABLE else [],
+        staleness=_staleness_json(stale),
+        base_tables=_bases(rt, row, stale.changed_base_partitions if stale else (fresh.changed if fresh else {})),
     )
     return out

@@ -225,7 +225,8 @@ def object_views(rt: Runtime, cache: FreshnessCache) -> list[ObjectView]:
 
 def run_json(run: TaskRunRow) -> dict[str, Any]:
     """One run as JSON: ids, trigger, mode and reason, candidates, state, times (ISO 8601),
-    duration (seconds), rows, chunks and partitions done / planned, error."""
+    duration (seconds), rows, the chosen technique's estimate and the bytes read (None when not
+    recorded), chunks and partitions done / planned, error."""
     duration = (run.finished - run.started).total_seconds() if run.finished and run.started else None
     return {
         "run_id": run.run_id,
@@ -240,6 +241,8 @@ def run_json(run: TaskRunRow) -> dict[str, Any]:
         "finished": run.finished.isoformat() if run.finished else None,
         "duration_seconds": round(duration, 3) if duration is not None else None,
         "rows_written": run.rows_written,
+        "estimate_bytes": run.estimate_bytes,
+        "bytes_read": run.bytes_read,
         "chunks_done": run.chunks_done,
         "chunks_planned": run.chunks_planned,
         "partitions_done": run.partitions_done,
