@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan, occurrence_terms
+from sparkmv.analysis.incremental import analyze_for_table, analyze_incremental, maintenance_plan, occurrence_terms
 from sparkmv.analysis.merge import merge_derived
 from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.signed import signed_query
@@ -126,3 +126,15 @@ def test_a_table_read_twice_has_one_delta_term_per_reference() -> None:
         "SELECT a.x, b.x AS y, b.__smv_sign AS __smv_sign FROM t AS a JOIN t AS b ON a.k = b.p",
     ]
     assert analyze_incremental(q).technique == "delta rules"
+
+
+def test_an_mv_built_without_the_state_columns_keeps_affected_key_recomputation() -> None:
+    """An MV of TPC-H Q7 built while it was maintained by affected-key recomputation has no
+    state columns: it stays maintained so; one with them uses the delta rules."""
+    q7 = parse_query(TPCH_QUERIES["q7"])
+    outputs = ["supp_nation", "cust_nation", "l_year", "revenue"]
+    old = analyze_for_table(q7, outputs)
+    assert (old.reason, old.technique, old.state_columns) == (None, "affected-key recomputation", ())
+    assert old.keyed is not None and old.keyed.keys == ("supp_nation", "cust_nation", "l_year")
+    new = analyze_for_table(q7, [*outputs, "__smv_count", "__SMV_NN_3"])
+    assert (new.technique, new.state_columns) == ("delta rules", ("__smv_count", "__smv_nn_3"))

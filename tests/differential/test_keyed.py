@@ -7,7 +7,8 @@ groups emptied, a table emptied) of Iceberg base tables written by an outside wr
 every refresh each MV equals DuckDB's result of its query over what pyiceberg reads now.
 Subquery predicates (EXISTS, NOT IN with NULLs, a correlated scalar subquery, IN over a
 grouped subquery) are among them; so are a derived table merged for the delta rules (TPC-H
-Q7's shape) and a ``UNION`` (the DISTINCT of its ``UNION ALL``).
+Q7's shape), a self-join kept by the delta rules, and a ``UNION`` (the DISTINCT of its
+``UNION ALL``).
 
 The writes are the seeded steps of :mod:`tests.differential.test_signed` (seed
 ``SPARKMV_SIGNED_SEED``) after an append step.
@@ -78,7 +79,10 @@ _MERGED = (
     "FROM fact f JOIN dim d ON f.k = d.k JOIN dim d2 ON d2.k = d.k WHERE d2.r IS NOT NULL) AS b "
     "GROUP BY label, bucket"
 )
+# A self-join projection: one delta term per reference of ``dim`` (signed rows included).
+_SELF_JOIN = "SELECT d.k, d.label, d2.r FROM dim d JOIN dim d2 ON d.k = d2.k WHERE d2.label IS NOT NULL"
 FORMULA_MVS.append((IvmMv("mv_merged", None, _MERGED, _MERGED), ["fact", "dim"]))
+FORMULA_MVS.append((IvmMv("mv_self_join", None, _SELF_JOIN, _SELF_JOIN), ["dim"]))
 MVS = [
     (IvmMv("mv_keyed_having", "p", _HAVING, _HAVING), ["fact"]),
     (IvmMv("mv_keyed_nested", None, _NESTED_FROM, _NESTED_DUCK), ["fact", "dim"]),

@@ -84,6 +84,32 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
     return analysis if again.reason is not None else again
 
 
+def analyze_for_table(
+    query: exp.Query, table_columns: Collection[str], columns: Mapping[str, Collection[str]] | None = None
+) -> IvmAnalysis:
+    """:func:`analyze_incremental` of the defining query of an MV whose table has
+    ``table_columns``: when the delta rules need state columns the table lacks (it was
+    built while the query was maintained by affected-key recomputation, before its derived
+    tables were merged or a table read twice was kept by the delta rules), the
+    affected-key recomputation of the query (qualified by ``columns`` when only that
+    form is maintained), which needs none; else the analysis unchanged.
+
+    Raises:
+        AnalysisError: for malformed table names (as :func:`analyze_incremental`).
+    """
+    analysis = analyze_incremental(query, columns)
+    names = {c.lower() for c in table_columns}
+    if not analysis.state_columns or all(c.lower() in names for c in analysis.state_columns):
+        return analysis
+    from sparkmv.analysis.qualify import qualify_unqualified
+
+    for form in (query, qualify_unqualified(query, columns) if columns else None):
+        keyed = _keyed_analysis(form) if form is not None and is_keyed_shape(form) else None
+        if keyed is not None and keyed.reason is None:
+            return keyed
+    return analysis
+
+
 def _analyze(query: exp.Query) -> IvmAnalysis:
     whole = _analyze_whole(query)
     if whole.reason is None and whole.keyed is None:
