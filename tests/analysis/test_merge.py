@@ -108,6 +108,9 @@ def test_merged_shapes(sql: str, merged: str) -> None:
         "SELECT t.c, d.v FROM t JOIN (SELECT t.k AS k, t.a AS v FROM t) AS d ON t.k = d.k",
         # An unaliased outer expression of a derived column would change its output name.
         "SELECT v + 1 FROM (SELECT a AS v FROM t) AS d",
+        # NATURAL joins match columns by name: moved, they would match others.
+        "SELECT u.c, d.v FROM u NATURAL JOIN (SELECT t.k AS k, t.a AS v FROM t) AS d",
+        "SELECT v FROM (SELECT t.a AS v FROM t NATURAL JOIN w) AS d",
         # A subquery in the outer query.
         "SELECT v FROM (SELECT a AS v FROM t) AS d WHERE v IN (SELECT b FROM u)",
     ],

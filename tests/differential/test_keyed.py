@@ -79,10 +79,13 @@ _MERGED = (
     "FROM fact f JOIN dim d ON f.k = d.k JOIN dim d2 ON d2.k = d.k WHERE d2.r IS NOT NULL) AS b "
     "GROUP BY label, bucket"
 )
-# A self-join projection: one delta term per reference of ``dim`` (signed rows included).
-_SELF_JOIN = "SELECT d.k, d.label, d2.r FROM dim d JOIN dim d2 ON d.k = d2.k WHERE d2.label IS NOT NULL"
+# A projection reading ``dim`` twice: one delta term per reference (signed rows included).
+_SELF_JOIN = (
+    "SELECT f.id, d.label, d2.r FROM fact f JOIN dim d ON f.k = d.k JOIN dim d2 ON d2.k = d.k "
+    "WHERE d2.label IS NOT NULL"
+)
 FORMULA_MVS.append((IvmMv("mv_merged", None, _MERGED, _MERGED), ["fact", "dim"]))
-FORMULA_MVS.append((IvmMv("mv_self_join", None, _SELF_JOIN, _SELF_JOIN), ["dim"]))
+FORMULA_MVS.append((IvmMv("mv_self_join", None, _SELF_JOIN, _SELF_JOIN), ["fact", "dim"]))
 MVS = [
     (IvmMv("mv_keyed_having", "p", _HAVING, _HAVING), ["fact"]),
     (IvmMv("mv_keyed_nested", None, _NESTED_FROM, _NESTED_DUCK), ["fact", "dim"]),

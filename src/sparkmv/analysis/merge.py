@@ -16,16 +16,16 @@ The merge is an analysis step only: the MV's query is stored and fully refreshed
 written; the incremental refresh maintains the merged query, which yields the same rows
 with the same column names. A derived table is merged only where that is sure to hold:
 
-- the outer SELECT joins its sources by inner joins only (an outer join's NULL-extended
-  rows would see the derived table's expressions computed, not NULL), has no subquery,
+- the outer SELECT and the derived table join their sources by inner joins only, none
+  NATURAL or with USING (an outer join's NULL-extended rows would see the derived table's
+  expressions computed, not NULL; NATURAL and USING match columns by name), no subquery,
   no ``*`` select item and no lambda; an outer select item that reads a derived column is
   a column (it becomes ``<expression> AS <its name>``) or aliased, so its name stays;
 - the derived table names no column list (``AS d(a, b)``) and its table aliases are not
   those of the outer query's other sources;
 - when the outer query has more than one source, every column of the outer SELECT and of
   the derived body is qualified by its table (so no reference changes its meaning among
-  the merged sources; :func:`~sparkmv.analysis.qualify.qualify_unqualified` qualifies them
-  when the base tables' columns are known).
+  the merged sources; no schema is read to tell which table an unqualified column is of).
 
 An unqualified outer column named as a derived column is that column: the query is valid
 Spark SQL, so another source having the name would have made it ambiguous, and Spark
@@ -78,8 +78,10 @@ def _sources(select: exp.Select) -> list[exp.Expr]:
 
 
 def _inner_joins(select: exp.Select) -> bool:
+    """Only inner, cross or comma joins, none NATURAL or with USING (they match columns by
+    name, which a merge changes)."""
     return all(
-        not j.side and (j.kind or "").upper() in _INNER_KINDS and not j.args.get("using")
+        not j.side and (j.kind or "").upper() in _INNER_KINDS and not j.args.get("using") and not j.args.get("method")
         for j in select.args.get("joins") or []
     )
 
