@@ -6,7 +6,9 @@ appends, copy-on-write deletes and updates (a row moving to another group and MV
 groups emptied, a table emptied) of Iceberg base tables written by an outside writer; after
 every refresh each MV equals DuckDB's result of its query over what pyiceberg reads now.
 Subquery predicates (EXISTS, NOT IN with NULLs, a correlated scalar subquery, IN over a
-grouped subquery) are among them.
+grouped subquery) are among them; so are a derived table merged for the delta rules (TPC-H
+Q7's shape), a self-join kept by the delta rules, and a ``UNION`` (the DISTINCT of its
+``UNION ALL``).
 
 The writes are the seeded steps of :mod:`tests.differential.test_signed` (seed
 ``SPARKMV_SIGNED_SEED``) after an append step.
@@ -70,6 +72,20 @@ FORMULA_MVS = [
     (IvmMv("mv_formula", "p", _FORMULA, _FORMULA), ["fact"]),
     (IvmMv("mv_formula_global", None, _FORMULA_GLOBAL, _FORMULA_GLOBAL), ["fact"]),
 ]
+# A select-project-join derived table grouped by its aliased expressions (TPC-H Q7's shape,
+# ``dim`` read twice): merged into the outer query, the delta rules maintain it.
+_MERGED = (
+    "SELECT label, bucket, sum(w) AS sw, count(*) AS n FROM (SELECT d.label, f.v % 3 AS bucket, f.amt * 2 AS w "
+    "FROM fact f JOIN dim d ON f.k = d.k JOIN dim d2 ON d2.k = d.k WHERE d2.r IS NOT NULL) AS b "
+    "GROUP BY label, bucket"
+)
+# A projection reading ``dim`` twice: one delta term per reference (signed rows included).
+_SELF_JOIN = (
+    "SELECT f.id, d.label, d2.r FROM fact f JOIN dim d ON f.k = d.k JOIN dim d2 ON d2.k = d.k "
+    "WHERE d2.label IS NOT NULL"
+)
+FORMULA_MVS.append((IvmMv("mv_merged", None, _MERGED, _MERGED), ["fact", "dim"]))
+FORMULA_MVS.append((IvmMv("mv_self_join", None, _SELF_JOIN, _SELF_JOIN), ["fact", "dim"]))
 MVS = [
     (IvmMv("mv_keyed_having", "p", _HAVING, _HAVING), ["fact"]),
     (IvmMv("mv_keyed_nested", None, _NESTED_FROM, _NESTED_DUCK), ["fact", "dim"]),
@@ -105,6 +121,10 @@ def test_keyed_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp_path
     assert plan[4].startswith(
         "    subquery 1: SELECT f.p AS p, f.k AS k FROM fact AS f WHERE NOT f.x IS NULL AND EXISTS("
     ), text
+
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_merged").message or ""
+    assert "maintenance plan: delta rules" in text.splitlines(), text
+    assert "  derived tables merged into the query maintained: SELECT d.label AS label, f.v % 3 AS bucket" in text
 
     def appended() -> None:
         world.append("fact", 6)
@@ -149,3 +169,67 @@ def test_untouched_keys_keep_their_files(make_client: Any, tmp_path: Path) -> No
     run = check(client, world, mv, tables, "INCREMENTAL", "a delete of rows the MV never saw")
     files = {f.file.file_path for f in store.load(ObjectName.parse(mv.name)).scan().plan_files()}
     assert files == set(after), "a change that touches no group rewrote MV files"
+
+
+_UNION = "SELECT f.k, f.s AS label FROM fact f WHERE f.v IS NOT NULL UNION SELECT d.k, d.label FROM dim d"
+
+
+def test_union_follows_deletes_in_one_branch_or_both(make_client: Any, tmp_path: Path) -> None:
+    """A ``UNION`` keeps a row while a branch (or a duplicate in the same branch) still
+    has it, and drops it when its last copy goes, NULLs equal to NULLs."""
+    import pyarrow as pa
+    from pyiceberg.expressions import EqualTo, IsNull
+
+    from sparkmv.names import ObjectName
+
+    client = make_client(tmp_path / "home")
+    store = client.runtime.iceberg
+    for table in ("fact", "dim"):
+        store.create_table(ObjectName("default", table), arrow_schema(table), "p" if table == "fact" else None)
+    world = World(client, random.Random(SEED), lambda t: store.load(ObjectName("default", t)))
+
+    def fact(*rows: tuple[int, str | None, str | None, int | None]) -> None:
+        full = [{"id": i, "k": k, "v": v, "amt": None, "x": None, "s": s, "d": None, "p": "p0"} for i, k, s, v in rows]
+        world.load("fact").append(pa.Table.from_pylist(full, schema=arrow_schema("fact")))
+
+    def dim(*rows: tuple[str | None, str | None]) -> None:
+        full = [{"k": k, "label": label, "r": None} for k, label in rows]
+        world.load("dim").append(pa.Table.from_pylist(full, schema=arrow_schema("dim")))
+
+    # ('a', 'x') twice in fact and in dim; ('b', 'y') in fact only; ('c', 'z') and the NULL
+    # row in both; ('d', 'w') in dim only; ('e', 'v') filtered out of fact.
+    fact(
+        (1, "a", "x", 1), (2, "a", "x", 2), (3, "b", "y", 1), (4, "c", "z", 1), (5, None, None, 1), (6, "e", "v", None)
+    )
+    dim(("a", "x"), ("c", "z"), ("d", "w"), (None, None))
+    mv = IvmMv("mv_union", None, _UNION, _UNION)
+    client.sql(mv.ddl("INCREMENTAL"))
+    check(client, world, mv, ["fact", "dim"], "FULL", "the first build")
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_union").message or ""
+    branch = "    union branch 2: SELECT k AS k, label AS label FROM (SELECT d.k, d.label FROM dim AS d) AS __smv_union"
+    assert branch in text.splitlines(), text
+    steps = [
+        ("a duplicate within a branch deleted", lambda: world.delete("fact", EqualTo("id", 1))),
+        ("a row of one branch only deleted", lambda: world.delete("fact", EqualTo("id", 3))),
+        ("rows of both branches deleted from one", lambda: world.delete("dim", EqualTo("k", "c"))),
+        ("a row of dim only deleted", lambda: world.delete("dim", EqualTo("k", "d"))),
+        ("the NULL row deleted from one branch", lambda: world.delete("fact", IsNull("k"))),
+        ("an update and re-inserts", lambda: (world.update("fact", 4, s="q"), dim(("b", "y"), ("a", "x")))),
+        (
+            "one branch's copies and the NULL row's last deleted",
+            lambda: (world.delete("fact", EqualTo("k", "a")), world.delete("dim", IsNull("k"))),
+        ),
+    ]
+    expected = [
+        {("a", "x"), ("b", "y"), ("c", "z"), (None, None), ("d", "w")},
+        {("a", "x"), ("c", "z"), (None, None), ("d", "w")},
+        {("a", "x"), ("c", "z"), (None, None), ("d", "w")},
+        {("a", "x"), ("c", "z"), (None, None)},
+        {("a", "x"), ("c", "z"), (None, None)},
+        {("a", "x"), ("c", "q"), (None, None), ("b", "y")},
+        {("a", "x"), ("c", "q"), ("b", "y")},
+    ]
+    for (step, change), rows in zip(steps, expected, strict=True):
+        change()
+        check(client, world, mv, ["fact", "dim"], "INCREMENTAL", step)
+        assert {tuple(r) for r in client.table(mv.name).collect()} == rows, step

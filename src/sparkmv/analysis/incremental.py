@@ -26,6 +26,7 @@ User-defined functions are told apart from Spark built-ins by ``spark_functions.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Collection, Iterable, Iterator, Mapping
 
@@ -48,8 +49,9 @@ from sparkmv.analysis.constructs import (
 )
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn, Stage
-from sparkmv.analysis.keyed import TECHNIQUE, is_keyed_shape, keyed_plan
+from sparkmv.analysis.keyed import TECHNIQUE, inline_ctes, is_keyed_shape, keyed_plan
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
+from sparkmv.analysis.unions import distinct_union
 from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName, is_hidden_column
 
@@ -82,14 +84,62 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
     return analysis if again.reason is not None else again
 
 
+def analyze_for_table(
+    query: exp.Query, table_columns: Collection[str], columns: Mapping[str, Collection[str]] | None = None
+) -> IvmAnalysis:
+    """:func:`analyze_incremental` of the defining query of an MV whose table has
+    ``table_columns``: when the delta rules need state columns the table lacks (it was
+    built while the query was maintained by affected-key recomputation, before its derived
+    tables were merged or a table read twice was kept by the delta rules), the
+    affected-key recomputation of the query (qualified by ``columns`` when only that
+    form is maintained), which needs none; else the analysis unchanged.
+
+    Raises:
+        AnalysisError: for malformed table names (as :func:`analyze_incremental`).
+    """
+    analysis = analyze_incremental(query, columns)
+    names = {c.lower() for c in table_columns}
+    if not analysis.state_columns or all(c.lower() in names for c in analysis.state_columns):
+        return analysis
+    from sparkmv.analysis.qualify import qualify_unqualified
+
+    for form in (query, qualify_unqualified(query, columns) if columns else None):
+        keyed = _keyed_analysis(form) if form is not None and is_keyed_shape(form) else None
+        if keyed is not None and keyed.reason is None:
+            return keyed
+    return analysis
+
+
 def _analyze(query: exp.Query) -> IvmAnalysis:
     whole = _analyze_whole(query)
+    if whole.reason is None and whole.keyed is None:
+        return whole
+    merged = _merged_analysis(query)
+    if merged is not None:
+        return merged
     if whole.reason is None:
         return whole
     from sparkmv.analysis.stages import staged_analysis
 
     staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False))
     return whole if staged is None else staged
+
+
+def _merged_analysis(query: exp.Query) -> IvmAnalysis | None:
+    """The delta rules of ``query`` with its select-project-join derived tables merged
+    (:mod:`sparkmv.analysis.merge`): ``merged_sql`` the merged query with its state
+    columns, ``augmented_sql`` the query as written with the same state columns; None
+    when nothing merges or the delta rules do not maintain the merged query."""
+    from sparkmv.analysis.merge import merge_derived
+
+    merged = merge_derived(query)
+    if merged is None or not isinstance(query, exp.Select):
+        return None
+    analysis = _analyze_whole(merged)
+    if analysis.reason is not None or analysis.keyed is not None:
+        return None
+    written = _augment(query, analysis.columns) if analysis.aggregate else query.sql(DIALECT)
+    return dataclasses.replace(analysis, augmented_sql=written, merged_sql=analysis.augmented_sql)
 
 
 def _analyze_whole(query: exp.Query) -> IvmAnalysis:
@@ -106,6 +156,11 @@ def _analyze_whole(query: exp.Query) -> IvmAnalysis:
     reason = reason or _reserved_problem(columns)
     if reason is not None and is_keyed_shape(query):
         return _keyed_analysis(query)
+    inlined = inline_ctes(query) if reason is not None else None
+    distinct = distinct_union(inlined) if isinstance(inlined, exp.Query) else None
+    if distinct is not None:  # a UNION: the DISTINCT of its UNION ALL (sparkmv.analysis.unions)
+        keyed = _keyed_analysis(distinct)
+        return keyed if keyed.reason is None else IvmAnalysis(keyed.reason, False, (), (), query.sql(DIALECT))
     if reason is not None:
         return IvmAnalysis(reason, aggregate, (), (), query.sql(DIALECT))
     if not aggregate:
@@ -148,12 +203,16 @@ def maintenance_plan(analysis: IvmAnalysis) -> list[str]:
     columns = ", ".join(f"{c.name} ({roles.get(c.role, c.role.upper())})" for c in analysis.columns)
     lines = [f"maintenance plan: {analysis.technique}", f"  columns: {columns}"]
     lines += [line for stage in analysis.stages for line in _stage_lines(stage, "  ")]
+    if analysis.merged_sql:
+        lines.append(f"  derived tables merged into the query maintained: {analysis.merged_sql}")
     if analysis.keyed is None:
         state = ", ".join(analysis.state_columns)
         return [*lines, f"  state columns: {state}"] if state else lines
     keys = ", ".join(analysis.keyed.keys)
     lines.append(f"  recomputes the groups of keys ({keys}) touched by the change, read from:")
-    if not analysis.keyed.outer_terms:
+    if analysis.keyed.branch_terms:
+        lines += [f"    union branch {i}: {sql}" for i, sql in enumerate(analysis.keyed.branch_terms, 1)]
+    elif not analysis.keyed.outer_terms:
         lines.append(f"    the grouped relation: {analysis.keyed.key_sql}")
     for sql, mask in analysis.keyed.outer_terms:
         names = [str(name) for name, own in zip(table_occurrences(parse_query(sql)), mask, strict=True) if own]
@@ -238,6 +297,33 @@ def branches_reading(query: exp.Query, table: ObjectName) -> exp.Query | None:
     return out
 
 
+def occurrence_terms(query: exp.Query, table: ObjectName) -> list[tuple[exp.Query, int | None]]:
+    """The queries of the delta terms of a change of ``table`` in maintainable ``query``,
+    each with the reference of ``table`` read as its delta: ``[(branches_reading, None)]``
+    (every reference) when no branch reads ``table`` twice; else each branch reading it,
+    once per reference ``r`` (its ``r``-th reference of ``table``, in the order of
+    :func:`~sparkmv.analysis.query.table_occurrences`): for references ``T1, T2`` of one
+    table, ``Δ(T1 ⋈ T2) = ΔT1 ⋈ T2_old ∪ T1_new ⋈ ΔT2``, the references before ``r`` read
+    new and those after it old. Empty when no branch reads ``table``.
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> q = parse_query("SELECT a.x FROM t AS a JOIN t AS b ON a.k = b.p UNION ALL SELECT x FROM t")
+    >>> [(t.sql()[:8], r) for t, r in occurrence_terms(q, ObjectName("default", "t"))]
+    [('SELECT a', 0), ('SELECT a', 1), ('SELECT x', 0)]
+
+    Raises:
+        AnalysisError: when ``query`` is not maintainable (as :func:`branches_reading`).
+    """
+    branches, problem = _branches(query)
+    if problem:
+        raise AnalysisError(problem)
+    counts = [table_occurrences(b).count(table) for b in branches]
+    if max(counts, default=0) <= 1:
+        term = branches_reading(query, table)
+        return [] if term is None else [(term, None)]
+    return [(b.copy(), r) for b, n in zip(branches, counts, strict=True) for r in range(n)]
+
+
 def _branch_problem(select: exp.Select, in_union: bool) -> str | None:
     """The first problem of one SELECT: its clauses, then FROM and joins, then expressions;
     in a ``UNION ALL`` branch, an aggregate."""
@@ -268,21 +354,16 @@ def _select_problem(select: exp.Select) -> str | None:
 
 
 def _from_problem(select: exp.Select) -> str | None:
-    """The sources of one SELECT: base tables read once each, joined by inner joins."""
+    """The sources of one SELECT: base tables joined by inner joins (a table read twice
+    is two inputs of the delta rule, :func:`occurrence_terms`)."""
     sources, problem = inner_join_sources(select)
     if problem:
         return problem
-    seen = set()
     for source in sources:
         problem = source_problem(source)
         if problem or not isinstance(source, exp.Table):
             return problem
-        name = table_name(source)
-        if name in seen:
-            bare = source.copy()
-            bare.set("alias", None)
-            return not_maintainable(bare, "a base table read twice is not maintained")
-        seen.add(name)
+        table_name(source)  # a malformed name raises AnalysisError
     return None
 
 

@@ -75,6 +75,11 @@ class IvmAnalysis:
             (:mod:`sparkmv.analysis.stages`); then ``augmented_sql`` has them inlined as
             derived tables (a query Spark runs whole) and ``staged_sql`` reads them as
             virtual inputs (the query the refresh maintains over them).
+        merged_sql: when the delta rules maintain the query with its select-project-join
+            derived tables merged (:mod:`sparkmv.analysis.merge`), that merged query with
+            its state columns: the query the incremental refresh derives deltas from
+            (``augmented_sql`` stays the query as written, with the same state columns
+            appended, for the MV's full refresh); else empty.
     """
 
     reason: str | None
@@ -86,6 +91,7 @@ class IvmAnalysis:
     keyed: KeyedPlan | None = None
     stages: tuple[Stage, ...] = ()
     staged_sql: str = ""
+    merged_sql: str = ""
 
     @property
     def maintainable(self) -> bool:

@@ -4,7 +4,8 @@ delta rules do not maintain (DESIGN.md, "Incremental refresh").
 A ``GROUP BY`` query (or a ``SELECT DISTINCT``) whose aggregate layer is not linear —
 ``HAVING``, DISTINCT aggregates, expressions over aggregates, aggregate functions other than
 SUM/COUNT/AVG/MIN/MAX — is still maintained when the relation it groups is linear: filters,
-projections, inner joins, and derived tables and CTEs that are themselves such; outer joins
+projections, inner joins, and derived tables and CTEs that are themselves such (a ``UNION
+ALL`` of such branches too: a ``UNION`` is the DISTINCT of one, :mod:`sparkmv.analysis.unions`); outer joins
 of those (:mod:`sparkmv.analysis.outer`: more key queries). A query whose window functions
 share one ``PARTITION BY`` is maintained the same way, its partitions being the groups
 (:mod:`sparkmv.analysis.windows`). A group's
@@ -62,6 +63,7 @@ from sparkmv.analysis.subqueries import (
     subquery_terms,
     without_subqueries,
 )
+from sparkmv.analysis.unions import branch_queries, union_branches
 from sparkmv.analysis.windows import key_names as window_key_names
 from sparkmv.analysis.windows import outer_problem, partition_columns, windowed_problem, windowed_select
 
@@ -85,6 +87,10 @@ class KeyedPlan:
         outer_terms: when the relation has outer joins, the key queries replacing
             ``key_sql`` under the delta rule, each with the references it is bound to the
             delta at (:func:`~sparkmv.analysis.outer.outer_terms`); empty otherwise.
+        branch_terms: when the relation reads a ``UNION ALL`` derived table (no outer
+            join), the key queries replacing ``key_sql`` under the delta rule: ``key_sql``
+            with that union replaced by each of its branches in turn
+            (:func:`~sparkmv.analysis.unions.branch_queries`); empty otherwise.
     """
 
     keys: tuple[str, ...]
@@ -92,6 +98,7 @@ class KeyedPlan:
     key_sql: str
     subquery_terms: tuple[tuple[str, tuple[bool, ...]], ...] = ()
     outer_terms: tuple[tuple[str, tuple[bool, ...]], ...] = ()
+    branch_terms: tuple[str, ...] = ()
 
 
 def is_keyed_shape(query: exp.Query) -> bool:
@@ -166,7 +173,8 @@ def _finish(keys: tuple[str, ...], names: tuple[str, ...], relation: exp.Select)
     outer = outer_terms(key_relation)
     if isinstance(outer, str):
         return outer
-    return KeyedPlan(keys, names, key_relation.sql(DIALECT), terms, tuple(outer))
+    branches = () if outer else tuple(branch_queries(key_relation))
+    return KeyedPlan(keys, names, key_relation.sql(DIALECT), terms, tuple(outer), branches)
 
 
 def _star_problem(select: exp.Select) -> str | None:
@@ -328,6 +336,9 @@ def _relation_problem(select: exp.Select, subqueries_allowed: bool = True, outer
 def _source_problem(source: exp.Expr) -> str | None:
     if isinstance(source, exp.Subquery) and isinstance(source.this, exp.Select):
         return _derived_problem(source.this)
+    branches = union_branches(source.this) if isinstance(source, exp.Subquery) else []
+    if branches:  # a UNION ALL of linear branches is linear
+        return next((p for p in map(_derived_problem, branches) if p), None)
     problem = source_problem(source)
     if problem or not isinstance(source, exp.Table):
         return problem or not_maintainable(source, "only base tables are maintained")

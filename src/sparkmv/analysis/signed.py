@@ -29,9 +29,11 @@ it is the flag 1 for a group whose retracted value reaches its merged extreme (s
 may be gone and the group is recomputed), else 0."""
 
 
-def signed_query(query: exp.Query, table: ObjectName, aggregate: bool) -> exp.Query:
+def signed_query(query: exp.Query, table: ObjectName, aggregate: bool, occurrence: int | None = None) -> exp.Query:
     """``query`` (a SELECT or a UNION ALL of SELECTs, each reading ``table``) with ``table``
-    read as signed rows carrying :data:`SIGN`.
+    read as signed rows carrying :data:`SIGN`; ``occurrence`` (of a SELECT reading ``table``
+    more than once): the index of its reference read as signed rows, in the order of
+    :func:`~sparkmv.analysis.query.table_occurrences` (None: the first).
 
     >>> from sparkmv.analysis.query import parse_query
     >>> q = parse_query("SELECT k, SUM(v) AS s, COUNT(*) AS n, MAX(v) AS m FROM t GROUP BY k")
@@ -45,7 +47,7 @@ FROM t GROUP BY k
     """
     out = query.copy()
     for select in out.find_all(exp.Select):
-        sign = _sign_of(select, table)
+        sign = _sign_of(select, table, occurrence or 0)
         if sign is None:
             continue
         if aggregate:
@@ -69,13 +71,11 @@ def unsigned_projection(query: exp.Query) -> exp.Query:
     return out
 
 
-def _sign_of(select: exp.Select, table: ObjectName) -> exp.Column | None:
-    """The sign column of ``table`` as ``select`` names it (its alias), or None when the
-    SELECT does not read it."""
-    for ref in select.find_all(exp.Table):
-        if ref.find_ancestor(exp.Select) is select and table_name(ref) == table:
-            return exp.column(SIGN, table=ref.alias_or_name)
-    return None
+def _sign_of(select: exp.Select, table: ObjectName, occurrence: int) -> exp.Column | None:
+    """The sign column of the ``occurrence``-th reference of ``table`` as ``select`` names
+    it (its alias), or None when the SELECT does not read it."""
+    refs = [r for r in select.find_all(exp.Table) if r.find_ancestor(exp.Select) is select and table_name(r) == table]
+    return exp.column(SIGN, table=refs[occurrence].alias_or_name) if len(refs) > occurrence else None
 
 
 def _weigh(select: exp.Select, sign: exp.Column) -> None:

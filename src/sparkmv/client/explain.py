@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.incremental import analyze_for_table, maintenance_plan
 from sparkmv.analysis.rewrite import RewriteResult
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError
@@ -51,7 +51,8 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     their reasons, chunks."""
     plan, lineage, candidates, mv, columns = plan_for(rt, stmt)
     out = [f"mode: {plan.mode}", f"reason: {plan.reason}", f"partition lineage: {lineage}"]
-    out.extend(maintenance_plan(analyze_incremental(mv.query, columns)))
+    table_columns = [f.name for f in rt.iceberg.load(mv.name).schema().fields]
+    out.extend(maintenance_plan(analyze_for_table(mv.query, table_columns, columns)))
     if candidates:
         out.append("candidates:")
         out.extend(candidate_table(candidates))

@@ -254,12 +254,13 @@ def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str])
     """
     if props.get("refresh_mode") != "INCREMENTAL":
         return
-    from sparkmv.analysis.incremental import analyze_incremental
+    from sparkmv.analysis.incremental import analyze_for_table
     from sparkmv.refresh.incremental.decide import has_state_columns
 
     with rt.catalog.read() as s:
         definition = rt.catalog.objects.get(s, name, ObjectKind.MATERIALIZED_VIEW).definition or ""
-    analysis = analyze_incremental(parse_query(definition))
+    table_columns = [f.name for f in rt.iceberg.load(name).schema().fields]
+    analysis = analyze_for_table(parse_query(definition), table_columns)
     reason = analysis.reason
     if reason is None and analysis.aggregate and not has_state_columns(rt.iceberg, name, analysis):
         reason = "its table has no incremental state columns (created before incremental refresh); recreate it"

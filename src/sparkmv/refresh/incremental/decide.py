@@ -14,7 +14,7 @@ from typing import Any
 
 from pyiceberg.table import Table
 
-from sparkmv.analysis.incremental import IvmAnalysis, Stage, analyze_incremental
+from sparkmv.analysis.incremental import IvmAnalysis, Stage, analyze_for_table
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
@@ -153,11 +153,18 @@ def base_columns(pinned: dict[str, PinnedTable]) -> dict[str, list[str]]:
     return {t: [f.name for f in schema_from_json(p.schema_json).fields] for t, p in pinned.items()}
 
 
+def mv_analysis(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable]) -> IvmAnalysis:
+    """How incremental refresh maintains ``mv`` over ``pinned``, for the state columns its
+    table holds (:func:`~sparkmv.analysis.incremental.analyze_for_table`)."""
+    table_columns = [f.name for f in rt.iceberg.load(mv.name).schema().fields]
+    return analyze_for_table(mv.query, table_columns, base_columns(pinned))
+
+
 def incremental_candidate(
     rt: Runtime, mv: MvDefinition, inp: PlanInput
 ) -> tuple[Candidate, dict[str, IncrementalInput]]:
     """INCREMENTAL as a candidate of this run, with what it would read when eligible."""
-    analysis = analyze_incremental(mv.query, base_columns(inp.pinned))
+    analysis = mv_analysis(rt, mv, inp.pinned)
     problem = _static_problem(rt, mv, inp, analysis)
     if problem is not None:
         return Candidate("INCREMENTAL", False, None, problem), {}

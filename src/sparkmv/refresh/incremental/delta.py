@@ -39,8 +39,8 @@ from pyspark.sql.types import (
 from sqlglot import exp
 
 from sparkmv.analysis.formulas import blank_formulas
-from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, branches_reading
-from sparkmv.analysis.query import bind_tables, parse_query
+from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, occurrence_terms
+from sparkmv.analysis.query import bind_occurrences, bind_tables, parse_query, table_occurrences
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental.semijoin import Reducer
@@ -114,14 +114,12 @@ def delta_terms(
         frames: list[DataFrame] = []
         for i, changed in enumerate(order):
             name = ObjectName.parse(changed, allow_reserved=True)
-            term = branches_reading(query, name) if changed in delta else None
-            if term is None:
-                continue
-            if delta[changed].kind in SIGNED_KINDS:
-                term = signed_query(term, name, analysis.aggregate)
-            elif signed and not analysis.aggregate:
-                term = unsigned_projection(term)
-            frames.append(views.term(term, i, new, old, delta))
+            for term, occurrence in occurrence_terms(query, name) if changed in delta else []:
+                if delta[changed].kind in SIGNED_KINDS:
+                    term = signed_query(term, name, analysis.aggregate, occurrence)
+                elif signed and not analysis.aggregate:
+                    term = unsigned_projection(term)
+                frames.append(views.term(term, i, new, old, delta, occurrence))
         union = None
         for frame in frames:
             union = frame if union is None else union.unionByName(frame, allowMissingColumns=True)
@@ -171,9 +169,13 @@ class Views:
         new: dict[str, PinnedTable],
         old: dict[str, PinnedTable],
         delta: dict[str, PinnedTable],
+        occurrence: int | None = None,
     ) -> DataFrame:
         """The ``i``-th delta term of ``query`` (base tables sorted by name): the tables
-        before the ``i``-th read new, the ``i``-th as its delta, those after it old."""
+        before the ``i``-th read new, the ``i``-th as its delta, those after it old; of
+        the ``i``-th read more than once, only its ``occurrence``-th reference is its delta,
+        the ones before it new and those after it old
+        (:func:`~sparkmv.analysis.incremental.occurrence_terms`)."""
         views: dict[ObjectName, str] = {}
         roles: dict[str, tuple[str, PinnedTable]] = {}
         for j, table in enumerate(sorted(new)):
@@ -191,7 +193,19 @@ class Views:
             )
             self.reduced.append(f"term of '{changed}': '{table}' {text}")
             log.info("semi-join reduction: %s", self.reduced[-1])
-        return self.rt.spark.sql(bind_tables(query, views))
+        if occurrence is None:
+            return self.rt.spark.sql(bind_tables(query, views))
+        own = ObjectName.parse(changed, allow_reserved=True)
+        ranks = itertools.count()
+        bound: list[str | None] = []
+        for name in table_occurrences(query):
+            if name != own:
+                bound.append(views[name])
+                continue
+            rank = next(ranks)
+            role, source = ("new", new[changed]) if rank < occurrence else ("old", old[changed])
+            bound.append(views[name] if rank == occurrence else self.view(changed, role, source))
+        return self.rt.spark.sql(bind_occurrences(query, bound))
 
     def filtered(self, table: str, role: str, pinned: PinnedTable, text: str, cond: Column) -> str:
         """The name of a temporary view of ``table`` in ``role`` filtered by ``cond``

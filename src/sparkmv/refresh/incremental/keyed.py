@@ -76,12 +76,15 @@ def _term_sqls(
     qualified: dict[ObjectName, str],
     positions: tuple[dict[str, PinnedTable], dict[str, PinnedTable], dict[str, PinnedTable]],
 ) -> list[str]:
-    """The bound key queries: the plan's key query once per changed table reference (the
-    delta rule), and each subquery term once per changed reference inside its subquery
-    (the delta rule among the subquery's references; the outer ones read new)."""
+    """The bound key queries: the plan's key query (or each of its union branch terms)
+    once per changed table reference (the delta rule), and each subquery term once per
+    changed reference inside its subquery (the delta rule among the subquery's references;
+    the outer ones read new)."""
     new, old, delta = positions
     sqls = _outer_term_sqls(views, plan, qualified, positions)
-    main: list[tuple[str, tuple[bool, ...] | None]] = [] if plan.outer_terms else [(plan.key_sql, None)]
+    main: list[tuple[str, tuple[bool, ...] | None]] = (
+        [] if plan.outer_terms else [(sql, None) for sql in plan.branch_terms or (plan.key_sql,)]
+    )
     terms = [*main, *plan.subquery_terms]
     for sql, mask in terms:
         query = parse_query(sql)

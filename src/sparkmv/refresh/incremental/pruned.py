@@ -64,7 +64,7 @@ def joined_bytes(
     total = whole = 0
     pruned_on: set[str] = set()
     reduced = semijoin.ENABLED and analysis.keyed is None
-    query = parse_query(analysis.augmented_sql) if reduced else None
+    query = parse_query(analysis.merged_sql or analysis.augmented_sql) if reduced else None
     for table, change in sorted(changed.items()):
         others = [o for o in sorted(pinned) if o != table]
         whole_here = sum(_bytes(pinned[o]) for o in others)

@@ -45,7 +45,8 @@ class StagedInputs:
 
     Attributes:
         analysis: the query above the stages (its ``augmented_sql`` reads them as virtual
-            inputs); the MV's analysis itself when it has no stage.
+            inputs), or with its derived tables merged (its ``augmented_sql`` the
+            ``merged_sql``); the MV's analysis itself when it has neither.
         views: the run's temporary views (virtual inputs among them).
         new, old, delta: the base tables' positions, with the virtual inputs added
             (``delta`` only for a stage some key of which was touched).
@@ -75,6 +76,8 @@ def staged_inputs(
             _add_stage(rt, stage, out)
         if analysis.stages:
             out.analysis = replace(analysis, augmented_sql=analysis.staged_sql, staged_sql="", stages=())
+        elif analysis.merged_sql:  # derived tables merged (sparkmv.analysis.merge)
+            out.analysis = replace(analysis, augmented_sql=analysis.merged_sql, merged_sql="")
         yield out
     finally:
         views.drop()

@@ -30,10 +30,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
-from sparkmv.analysis.incremental import analyze_incremental
 from sparkmv.analysis.signed import RETRACTED, SIGN
 from sparkmv.refresh.context import MvDefinition
-from sparkmv.refresh.incremental.decide import IncrementalInput, base_columns
+from sparkmv.refresh.incremental.decide import IncrementalInput, mv_analysis
 from sparkmv.refresh.incremental.delta import (
     combine,
     delta_terms,
@@ -70,7 +69,7 @@ def compute_incremental(
     Returns:
         The staged files, with ``detail`` naming the MV partitions the publish replaces.
     """
-    analysis = analyze_incremental(mv.query, base_columns(pinned))
+    analysis = mv_analysis(rt, mv, pinned)
     table = rt.iceberg.load(mv.name)
     target = arrow_to_spark(table.schema().as_arrow())
     old = {t: i.old for t, i in inputs.items()}
