@@ -123,6 +123,8 @@ class MvRefreshJob(Job[MvRunPlan]):
         """Partition lineage, traced once per run (sqlglot lineage costs ~0.1 s)."""
         self.target: StructType | None = None
         """The MV table's Spark schema, loaded once per run (chunks cast their rows to it)."""
+        self.layout: tuple[list[str], int | None] | None = None
+        """The MV's key columns and current size, loaded once per run (chunks cluster by it)."""
 
     @classmethod
     def open(cls, rt: Runtime, s: Session, name: ObjectName) -> MvRefreshJob:
@@ -171,7 +173,7 @@ class MvRefreshJob(Job[MvRunPlan]):
     # -- chunks -------------------------------------------------------------------------------
     def compute(self, ctx: RunContext, chunk_ids: list[int], attempt_name: str) -> dict[int, ChunkOutcome]:
         """Compute each chunk's MV partitions into ``<staging>/<attempt_name>``."""
-        from sparkmv.refresh.compute import compute_chunk, mv_schema
+        from sparkmv.refresh.compute import cluster_layout, compute_chunk, mv_schema
 
         [root] = self.staging_roots(ctx.run_id)
         if self.plan.mode == "INCREMENTAL":
@@ -194,6 +196,7 @@ class MvRefreshJob(Job[MvRunPlan]):
                 self.lineage = lineage_of(self.mv, self.plan.pinned)
             if self.target is None:
                 self.target = mv_schema(self.rt, self.mv)
+                self.layout = cluster_layout(self.rt, self.mv)
             restrict = base_partitions_for(chunk, self.lineage, self.plan.pinned)
             tag = f"r{ctx.run_id}c{chunk_id}"
             staged = compute_chunk(
@@ -205,6 +208,7 @@ class MvRefreshJob(Job[MvRunPlan]):
                 warehouse.join(root, attempt_name),
                 tag,
                 self.target,
+                self.layout,
             )
             out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
         return out
