@@ -74,6 +74,8 @@ def test_an_incremental_refresh_rewrites_only_the_files_holding_touched_keys(
     summary = table.current_snapshot().summary
     assert (summary["deleted-data-files"], summary["added-data-files"]) == ("1", "1")
     assert_mv_matches(client, "mv", QUERY)
+    reported = client.sql("SELECT run_id, files_written, files_replaced FROM sparkmv.task_runs").collect()
+    assert sorted(tuple(r) for r in reported) == [(1, len(before), 0), (run.run_id, 1, 1)]
 
     # A NULL key touches the file holding NULLs; a key below every range touches none.
     _write(data, "f2.parquet", [None, -5])
