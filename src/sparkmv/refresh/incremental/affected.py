@@ -102,10 +102,13 @@ def affected_files(table: Any, mv_snapshot: int | None, rows: DataFrame, keys: S
     if column is None or value is None:
         files = IcebergStore.data_files(table, mv_snapshot)
         return Affected([f.path for f in files], sum(f.size_bytes for f in files), {"replace_all": True})
-    touched = touched_values(rows, value)
-    chosen = [r for r in column_ranges(table, mv_snapshot, column) if touched.may_be_in(r)]
-    paths = [r.path for r in chosen]
-    return Affected(paths, sum(r.size_bytes for r in chosen), {"replace_files": paths})
+    ranges = column_ranges(table, mv_snapshot, column)
+    # One file (a small MV): it is rewritten whatever the keys; no Spark job to collect them.
+    if len(ranges) > 1:
+        touched = touched_values(rows, value)
+        ranges = [r for r in ranges if touched.may_be_in(r)]
+    paths = [r.path for r in ranges]
+    return Affected(paths, sum(r.size_bytes for r in ranges), {"replace_files": paths})
 
 
 def affected_partitions(
