@@ -79,7 +79,7 @@ PHASES = [
     ("sparkmv.refresh.jobs.incremental", "compute_incremental", "compute (INCREMENTAL)"),
     ("sparkmv.refresh.jobs.incremental", "analyze_incremental", " analyze the query (sqlglot)"),
     ("sparkmv.refresh.jobs.incremental", "delta_terms", " delta terms: views over old/new/delta files"),
-    ("sparkmv.refresh.jobs.incremental", "_merge", " delta computed + affected MV partitions found"),
+    ("sparkmv.refresh.jobs.incremental", "_affected", " delta computed + affected MV partitions/files found"),
     ("sparkmv.refresh.jobs.incremental", "write_staged", " merge + write staged files"),
     ("sparkmv.refresh.compute", "compute_chunk", "compute (FULL/PCT chunks)"),
     ("sparkmv.refresh.jobs.incremental", "publish_incremental", "publish (Iceberg commit)"),

@@ -4,6 +4,8 @@ replacing a partition; a failed write leaves the table as it was."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from pyspark.sql import DataFrame, SparkSession
 from sparkmv.catalog import Catalog
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
+from sparkmv.storage.file_stats import column_ranges
 from sparkmv.storage.files import read_files, write_staged
 from sparkmv.storage.iceberg import RUN_ID_PROPERTY, IcebergStore
 from sparkmv.storage.schema import spark_to_arrow
@@ -225,3 +228,31 @@ def test_replacing_keeps_no_manifest_without_live_files(
     dead = [m for m in current.manifests(table.io) if not (m.has_added_files() or m.has_existing_files())]
     assert [m.added_snapshot_id for m in dead] == [current.snapshot_id]
     assert _contents(spark, store) == rows_of(_df(spark, _rows("a", 1, 4) + _rows("b", 1, 5)))
+
+
+def test_replace_listed_files_and_cluster_by_key(spark: SparkSession, store: IcebergStore, tmp_path: Path) -> None:
+    table = store.create_table(T, spark_to_arrow(_df(spark, []).schema), None, ["k"])
+    assert store.sort_columns(table) == ["k"]
+    # Three files of consecutive k ranges, sorted within each.
+    staged = write_staged(_df(spark, _rows("a", 30)), tmp_path / "s1", None, cluster_by=["k"], files=3)
+    store.publish(T, 1, staged.files, None)
+    table = store.load(T)
+    ranges = column_ranges(table, table.current_snapshot().snapshot_id, "k")  # type: ignore[union-attr]
+    ranges.sort(key=lambda r: r.lower)
+    assert len(ranges) == 3 and ranges[0].lower == 0 and ranges[-1].upper == 29
+    assert all(a.upper < b.lower for a, b in itertools.pairwise(ranges))
+    # Replace exactly the middle file: the other two stay, one commit.
+    middle = ranges[1]
+    new = write_staged(_df(spark, _rows("z", 1, base=middle.lower)), tmp_path / "s2", None).files
+    store.publish(T, 2, new, [], replace_files=[middle.path])
+    after = {f.path for f in store.data_files(store.load(T))}
+    assert after == {ranges[0].path, ranges[2].path, *new}
+    summary = store.load(T).current_snapshot().summary  # type: ignore[union-attr]
+    assert summary["operation"] == Operation.OVERWRITE
+    assert (summary["deleted-data-files"], summary["added-data-files"]) == ("1", "1")
+    # A file no longer in the snapshot: nothing is committed.
+    before = store.load(T).current_snapshot().snapshot_id  # type: ignore[union-attr]
+    message = f"commit of run 3 to default.t failed: data file {middle.path} to replace is not in the current snapshot"
+    with pytest.raises(StorageError, match=f"^{re.escape(message)}$"):
+        store.publish(T, 3, [], [], replace_files=[middle.path])
+    assert store.load(T).current_snapshot().snapshot_id == before  # type: ignore[union-attr]

@@ -97,3 +97,15 @@ class IvmAnalysis:
     def maintainable(self) -> bool:
         """True when incremental refresh can maintain the materialized view."""
         return self.reason is None
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The output columns (lower-cased) that identify the rows an incremental refresh
+        rewrites: the affected keys of :attr:`keyed`, else the group keys of an aggregate;
+        empty for a projection or when not maintainable. The MV's data files are clustered
+        by them, so the files holding touched keys are few."""
+        if self.reason is not None:
+            return ()
+        if self.keyed is not None:
+            return tuple(self.keyed.keys)
+        return tuple(c.name for c in self.columns if c.role == "group") if self.aggregate else ()

@@ -119,6 +119,10 @@ class TaskRunRow(Base):
     bytes_read: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     """Bytes the run's Spark jobs read in this process, by Spark's input metrics (None on
     Spark Connect, where the driver's metrics are out of reach, and for SKIPPED runs)."""
+    files_written: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    """Data files the run's chunks staged (None: the run committed nothing)."""
+    files_replaced: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    """Data files the run's commits removed from the table (None: the run committed nothing)."""
 
 
 class ProgressRow(Base):

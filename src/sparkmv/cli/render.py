@@ -79,7 +79,7 @@ def status_rows(statuses: list[MvStatus]) -> tuple[list[str], list[list[Any]]]:
 
 def run_rows(runs: list[RefreshRun]) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows of ``sparkmv runs``."""
-    cols = ["run", "trigger", "mode", "state", "chunks", "partitions", "rows", "started", "duration s"]
+    cols = ["run", "trigger", "mode", "state", "chunks", "partitions", "rows", "files +/-", "started", "duration s"]
     cols.append("reason / error")
     rows = [
         [
@@ -90,6 +90,7 @@ def run_rows(runs: list[RefreshRun]) -> tuple[list[str], list[list[Any]]]:
             f"{r.chunks_done}/{r.chunks_planned}",
             f"{r.partitions_done}/{r.partitions_planned}",
             r.rows_written,
+            None if r.files_written is None else f"{r.files_written}/{r.files_replaced or 0}",
             r.started,
             round(r.duration_seconds, 2) if r.duration_seconds is not None else None,
             r.error or r.reason,

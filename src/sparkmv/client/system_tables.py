@@ -95,6 +95,8 @@ TASK_RUNS = _schema(
     ("candidates", S),
     ("estimate_bytes", L),
     ("bytes_read", L),
+    ("files_written", L),
+    ("files_replaced", L),
     ("seconds", D),
 )
 REFRESH_PROGRESS = _schema(
@@ -193,6 +195,8 @@ def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
             json.dumps(r.candidates) if r.candidates else None,
             r.estimate_bytes,
             r.bytes_read,
+            r.files_written,
+            r.files_replaced,
             (r.finished - r.started).total_seconds() if r.finished and r.started else None,
         )
         for r in runs

@@ -23,7 +23,7 @@ from sparkmv.refresh.planner import Chunk
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
-from sparkmv.storage.files import StagedOutput, write_arrow_staged, write_staged
+from sparkmv.storage.files import StagedOutput, file_count, write_arrow_staged, write_staged
 from sparkmv.storage.partition_values import kind_of_spark_type
 from sparkmv.storage.schema import arrow_to_spark, normalize_for_iceberg, spark_to_arrow
 
@@ -40,6 +40,17 @@ def mv_schema(rt: Runtime, mv: MvDefinition) -> StructType:
     """The Spark schema of the MV's Iceberg table (what a chunk's rows are cast to); loaded
     once per run by the job."""
     return arrow_to_spark(rt.iceberg.load(mv.name).schema().as_arrow())
+
+
+def cluster_layout(rt: Runtime, mv: MvDefinition) -> tuple[list[str], int | None]:
+    """How the MV's data files are clustered: its sort order's columns (the key,
+    :meth:`~sparkmv.storage.iceberg.IcebergStore.sort_columns`) and the bytes of its current
+    data files (None without a snapshot), from which a full rewrite sizes its files."""
+    table = rt.iceberg.load(mv.name)
+    snapshot = table.current_snapshot()
+    summary = snapshot.summary if snapshot is not None else None
+    size = summary.get("total-files-size") if summary is not None else None
+    return rt.iceberg.sort_columns(table), int(size) if size else None
 
 
 def chunk_dataframe(
@@ -140,12 +151,16 @@ def compute_chunk(
     directory: str,
     tag: str,
     target: StructType | None = None,
+    layout: tuple[list[str], int | None] | None = None,
 ) -> StagedOutput:
     """Compute ``chunk`` and write it under ``directory``; returns the staged files.
 
     ``target``: the MV table's Spark schema (:func:`mv_schema`; loaded when None). A small
-    chunk goes through Arrow (module docstring)."""
+    chunk goes through Arrow (module docstring). ``layout``: :func:`cluster_layout` (loaded
+    when None): the files are clustered by the MV's key, an unpartitioned MV cut into files
+    of about :data:`~sparkmv.storage.files.TARGET_FILE_BYTES` as its current size suggests."""
     target = target or mv_schema(rt, mv)
+    cluster_by, current_bytes = layout or cluster_layout(rt, mv)
     try:
         if input_bytes(pinned, restrict) <= SMALL_CHUNK_BYTES and _flat(target):
             df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, one_task=True)
@@ -154,10 +169,11 @@ def compute_chunk(
                 column = next(
                     (f.name for f in target.fields if f.name.lower() == (mv.partition_by or "").lower()), None
                 )
-                return write_arrow_staged(rows, directory, column, spark_to_arrow(target))
+                return write_arrow_staged(rows, directory, column, spark_to_arrow(target), cluster_by)
         df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target)
         single = chunk.partitions is not None and chunk.outside is None and len(chunk.partitions) == 1
-        return write_staged(df, directory, mv.partition_by, single_partition=single)
+        files = file_count(current_bytes) if chunk.partitions is None else None
+        return write_staged(df, directory, mv.partition_by, single_partition=single, cluster_by=cluster_by, files=files)
     finally:
         for i in range(len(pinned)):
             rt.spark.catalog.dropTempView(f"__smv_{tag}_{i}")

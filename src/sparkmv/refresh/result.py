@@ -28,6 +28,8 @@ class RefreshRun:
         estimate_bytes: the chosen technique's estimate of the bytes it reads (None when
             none was weighed); bytes_read: what the run's Spark jobs read (bytes, Spark's
             input metrics; None on Spark Connect or when nothing ran).
+        files_written / files_replaced: data files the run wrote, and the data files of the
+            table its commits removed (None when it committed nothing).
     """
 
     run_id: int
@@ -48,6 +50,8 @@ class RefreshRun:
     candidates: list[dict[str, Any]] = field(default_factory=list)
     estimate_bytes: int | None = None
     bytes_read: int | None = None
+    files_written: int | None = None
+    files_replaced: int | None = None
 
     @classmethod
     def from_row(cls, row: TaskRunRow) -> RefreshRun:
@@ -72,4 +76,6 @@ class RefreshRun:
             candidates=list(row.candidates or []),
             estimate_bytes=row.estimate_bytes,
             bytes_read=row.bytes_read,
+            files_written=row.files_written,
+            files_replaced=row.files_replaced,
         )

@@ -174,7 +174,7 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
         from sparkmv.refresh.retention import check_condition_in
 
         check_condition_in(rt.spark, props["partition_retention_condition"], partition_by, schema)
-    rt.iceberg.create_table(stmt.name, schema, partition_by)
+    rt.iceberg.create_table(stmt.name, schema, partition_by, _cluster_columns(query, schema, partition_by))
     try:
         with rt.catalog.transaction() as s:
             rt.catalog.objects.insert(
@@ -194,6 +194,17 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
         rt.iceberg.drop_table(stmt.name)
         raise
     return f"created materialized view '{stmt.name}'"
+
+
+def _cluster_columns(query: Any, schema: pa.Schema, partition_by: str | None) -> list[str]:
+    """The MV table's sort order: the key columns incremental refresh rewrites by
+    (:attr:`~sparkmv.analysis.ivm.IvmAnalysis.key_columns`) other than the partition
+    column, as the schema spells them; empty when the query has none."""
+    from sparkmv.analysis.incremental import analyze_incremental
+
+    by_name = {f.name.lower(): f.name for f in schema}
+    keys = [k for k in analyze_incremental(query).key_columns if k != (partition_by or "").lower()]
+    return [by_name[k] for k in keys if k in by_name]
 
 
 def _with_state_columns(

@@ -11,7 +11,7 @@ A small result collected as Arrow is written with pyarrow instead
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -26,6 +26,26 @@ if TYPE_CHECKING:  # pyspark is imported where a DataFrame is written: listing f
     from pyspark.sql.types import StructType
 
 PARTITION_COPY = "__smv_part"
+
+TARGET_FILE_BYTES = 64 * 1024 * 1024
+"""Target size of a data file of an MV clustered by its key: an incremental refresh rewrites
+whole files, so a file is the unit of write amplification (a few touched keys rewrite one
+file of at most about this size), while fewer, larger files keep planning and reading cheap.
+The count of files is estimated before writing (:func:`file_count`), so sizes vary around it;
+an MV smaller than this is one file."""
+
+
+def file_count(estimated_bytes: int | None, rows: int | None = None) -> int | None:
+    """The number of data files to write for about ``estimated_bytes`` of Parquet data
+    (at least 1, at most ``rows`` when given), or None when nothing is known.
+
+    >>> file_count(10), file_count(3 * TARGET_FILE_BYTES + 1), file_count(None)
+    (1, 4, None)
+    """
+    if estimated_bytes is None:
+        return None
+    count = max(1, -(-estimated_bytes // TARGET_FILE_BYTES))
+    return max(1, min(count, rows)) if rows is not None else count
 
 
 @dataclass(frozen=True)
@@ -49,6 +69,8 @@ def write_staged(
     partition_column: str | None,
     max_files: int = 8,
     single_partition: bool = False,
+    cluster_by: Sequence[str] = (),
+    files: int | None = None,
 ) -> StagedOutput:
     """Write ``df`` as Parquet under ``directory`` (a warehouse location, replacing
     anything there).
@@ -58,6 +80,12 @@ def write_staged(
     value and task). ``max_files`` caps the tasks of an unpartitioned write.
     ``single_partition`` (the chunk holds one MV partition) writes one file without the
     extra shuffle: the fixed cost of a small PCT refresh is mostly Spark stages.
+
+    ``cluster_by`` (the MV's key columns) clusters the files by the key, so each holds a
+    narrow key range (its column statistics then tell which keys it may hold): rows are
+    sorted by the key within each file and, unpartitioned, range-partitioned by it into
+    ``files`` files (:func:`file_count`; None: as many as adaptive execution coalesces
+    the shuffle into).
     """
     from pyspark.sql import functions as F
 
@@ -65,13 +93,22 @@ def write_staged(
     target = warehouse.spark_path(warehouse.normalize(directory))
     out = df
     writer_df: DataFrame
+    keys = [F.col(f"`{c}`") for c in cluster_by]
     if partition_column:
         out = out.withColumn(PARTITION_COPY, F.col(f"`{partition_column}`"))
         if single_partition:
             writer_df = out.coalesce(1)
         else:
             writer_df = out.repartition(F.col(PARTITION_COPY))
+        if keys:
+            writer_df = writer_df.sortWithinPartitions(F.col(PARTITION_COPY), *keys)
         writer_df.write.mode("overwrite").partitionBy(PARTITION_COPY).parquet(target)
+    elif keys:
+        if files == 1:
+            writer_df = out.coalesce(1)
+        else:
+            writer_df = out.repartitionByRange(files, *keys) if files else out.repartitionByRange(*keys)
+        writer_df.sortWithinPartitions(*keys).write.mode("overwrite").parquet(target)
     else:
         writer_df = out.coalesce(max_files)
         writer_df.write.mode("overwrite").parquet(target)
@@ -79,11 +116,19 @@ def write_staged(
 
 
 def write_arrow_staged(
-    rows: pa.Table, directory: Location, partition_column: str | None, schema: pa.Schema
+    rows: pa.Table,
+    directory: Location,
+    partition_column: str | None,
+    schema: pa.Schema,
+    cluster_by: Sequence[str] = (),
 ) -> StagedOutput:
     """Write ``rows`` (collected to the driver) as Parquet under ``directory``, replacing
     anything there: one file per value of ``partition_column`` (one file when None), with
     the partition column inside, no file for no rows.
+
+    ``cluster_by`` (the MV's key columns) sorts the rows by the key (NULLs first, as Spark)
+    and, unpartitioned, cuts them into :func:`file_count` files of consecutive key ranges
+    (the in-memory size taken as the estimate: Parquet is smaller, never larger).
 
     Columns are cast to ``schema`` first (the MV table's types: timestamps in
     microseconds, ``timestamptz`` in UTC, exact decimals stored as integers where the
@@ -97,8 +142,17 @@ def write_arrow_staged(
     warehouse.remove_tree(directory)
     warehouse.make_dirs(directory)
     table = rows.select(schema.names).cast(schema)
+    if cluster_by and table.num_rows:
+        by_name = {n.lower(): n for n in schema.names}
+        order = [(by_name[c.lower()], "ascending", "at_start") for c in cluster_by]
+        table = table.take(pc.sort_indices(table, sort_keys=order))
+    parts = _split_by_value(table, partition_column)
+    if cluster_by and partition_column is None and parts:
+        count = file_count(table.nbytes, table.num_rows) or 1
+        step = -(-table.num_rows // count)
+        parts = [table.slice(start, step) for start in range(0, table.num_rows, step)]
     written: list[tuple[str, int]] = []
-    for i, part in enumerate(_split_by_value(table, partition_column)):
+    for i, part in enumerate(parts):
         file_name = f"part-{i:05d}-{uuid.uuid4().hex}.parquet"
         path = warehouse.join(directory, file_name)
         temporary = warehouse.join(directory, "." + file_name + ".tmp")

@@ -10,7 +10,7 @@ recovery finds out whether a run's commit landed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -29,8 +29,10 @@ from pyiceberg.manifest import ManifestFile
 from pyiceberg.table import FileScanTask, Table, TableProperties, Transaction
 from pyiceberg.table.metadata import TableMetadata
 from pyiceberg.table.snapshots import Operation
+from pyiceberg.table.sorting import NullOrder
 from pyiceberg.table.update import update_table_metadata
 from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
+from pyiceberg.transforms import IdentityTransform
 from pyiceberg.utils.concurrent import ExecutorFactory
 from sqlalchemy import Engine
 
@@ -132,8 +134,12 @@ class IcebergStore:
         except NamespaceAlreadyExistsError:
             pass
 
-    def create_table(self, name: ObjectName, schema: pa.Schema, partition_column: str | None) -> Table:
-        """Create an (empty) Iceberg table; identity-partitioned on ``partition_column``.
+    def create_table(
+        self, name: ObjectName, schema: pa.Schema, partition_column: str | None, sort_columns: Sequence[str] = ()
+    ) -> Table:
+        """Create an (empty) Iceberg table; identity-partitioned on ``partition_column``, with
+        the sort order ``sort_columns`` (ascending, NULLs first, as Spark sorts): the key
+        sparkmv clusters the table's data files by (:meth:`sort_columns`).
 
         Raises:
             StorageError: when the table already exists.
@@ -143,9 +149,15 @@ class IcebergStore:
         if self.catalog.table_exists(ident):
             raise StorageError(f"Iceberg table {name.qualified} already exists")
         table = self.catalog.create_table(ident, schema=schema)
-        if partition_column:
-            with table.update_spec() as spec:
-                spec.add_identity(partition_column)
+        if partition_column or sort_columns:
+            with table.transaction() as tx:
+                if partition_column:
+                    with tx.update_spec() as spec:
+                        spec.add_identity(partition_column)
+                if sort_columns:
+                    with tx.update_sort_order(case_sensitive=False) as order:
+                        for column in sort_columns:
+                            order.asc(column, IdentityTransform(), NullOrder.NULLS_FIRST)
         return self.catalog.load_table(ident)
 
     def exists(self, name: ObjectName) -> bool:
@@ -187,6 +199,18 @@ class IcebergStore:
         if not spec.fields:
             return None
         return table.schema().find_column_name(spec.fields[0].source_id)
+
+    @staticmethod
+    def sort_columns(table: Table) -> list[str]:
+        """The columns of the table's sort order (identity transforms, in order; empty when
+        unsorted): the key its data files are clustered by."""
+        schema = table.schema()
+        columns: list[str] = []
+        for sort_field in table.sort_order().fields:
+            if not isinstance(sort_field.transform, IdentityTransform):
+                break
+            columns.append(schema.find_column_name(sort_field.source_id) or "")
+        return [c for c in columns if c]
 
     @staticmethod
     def partition_kind(table: Table) -> str | None:
@@ -249,6 +273,7 @@ class IcebergStore:
         replace_partitions: list[str | None] | None,
         expected_snapshot_id: int | None = None,
         extra_properties: dict[str, str] | None = None,
+        replace_files: Sequence[str] = (),
     ) -> int | None:
         """Commit ``files`` and drop what they replace, in one Iceberg snapshot.
 
@@ -260,6 +285,8 @@ class IcebergStore:
         Args:
             replace_partitions: identity partition values whose current files are removed;
                 None removes every file (full refresh).
+            replace_files: data files of the current snapshot removed as well (paths as
+                the snapshot lists them): a copy-on-write rewrite of just those files.
             expected_snapshot_id: when given, the commit fails unless the table's current
                 snapshot is still this one (the run's view of the table).
 
@@ -268,7 +295,8 @@ class IcebergStore:
 
         Raises:
             StorageError: on a commit conflict (another writer committed first), or when a
-                file cannot be read or does not match the table; the table is then unchanged.
+                file cannot be read or does not match the table, or a file of
+                ``replace_files`` is not in the current snapshot; the table is then unchanged.
         """
         table = self.load(name)
         current = table.current_snapshot()
@@ -277,6 +305,8 @@ class IcebergStore:
         props = {RUN_ID_PROPERTY: str(run_id), **(extra_properties or {})}
         try:
             removed = self._replaced_files(table, replace_partitions) if current is not None else []
+            if replace_files:
+                removed += _listed_files(table, replace_files, {f.file_path for f in removed})
             added = _data_files(table, files)
             if removed or added:
                 self._commit(table, removed, added, props)
@@ -428,6 +458,21 @@ class _Overwrite(_OverwriteFiles):
             for m in super()._existing_manifests()
             if m.has_added_files() or m.has_existing_files() or m.added_snapshot_id == self._snapshot_id
         ]
+
+
+def _listed_files(table: Table, paths: Sequence[str], skip: set[str]) -> list[IcebergDataFile]:
+    """The data files ``paths`` of the current snapshot, except those in ``skip``.
+
+    Raises:
+        ValueError: when a path is not a data file of the current snapshot (the table
+            changed since the run chose it).
+    """
+    wanted = set(paths)
+    found = {t.file.file_path: t.file for t in table.scan().plan_files() if t.file.file_path in wanted}
+    missing = sorted(wanted - set(found))
+    if missing:
+        raise ValueError(f"data file {missing[0]} to replace is not in the current snapshot")
+    return [found[p] for p in paths if p not in skip]
 
 
 def _data_files(table: Table, files: list[str]) -> list[IcebergDataFile]:

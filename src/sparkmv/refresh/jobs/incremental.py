@@ -7,13 +7,15 @@ computed and published here:
 1. compute: the MV's delta from each base table's change log: appended files, or signed rows
    (an Iceberg or Delta table's deletes and updates, a refreshable table's changelog)
    (:func:`sparkmv.refresh.incremental.delta.delta_terms`); an aggregate MV merges it with its
-   current rows of the affected MV partitions (the whole MV when unpartitioned) by group key;
+   current rows of the affected MV partitions or files by group key;
    the result is staged as new data files, with the MV partitions it replaces recorded in the
    chunk's outcome (``{"replace": [...]}``, ``{"replace_all": true}``; a projection over
    appends only appends: ``{"replace": []}``; over signed rows it rewrites the affected
-   partitions as multisets).
-2. publish: one Iceberg commit tagged with the run id replaces those partitions with the
-   staged files (copy-on-write: the MV never holds delete files) and records the consumed
+   partitions as multisets). An unpartitioned MV with a key reads and rewrites only its
+   data files that may hold a touched key (:mod:`sparkmv.refresh.incremental.affected`),
+   recorded as ``{"replace_files": [...]}``.
+2. publish: one Iceberg commit tagged with the run id replaces those partitions (or files)
+   with the staged files (copy-on-write: the MV never holds delete files) and records the consumed
    snapshot ids in its summary (``sparkmv.consumed``). The consumed positions are the run's
    pinned input, stored with the run's plan; the catalog stores them as the MV's positions in
    the transaction that finishes the run, so a crash between the commit and the catalog
@@ -24,6 +26,7 @@ computed and published here:
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -32,6 +35,7 @@ from pyspark.sql.types import StructType
 
 from sparkmv.analysis.signed import RETRACTED, SIGN
 from sparkmv.refresh.context import MvDefinition
+from sparkmv.refresh.incremental.affected import Affected, affected_files, affected_partitions
 from sparkmv.refresh.incremental.decide import IncrementalInput, mv_analysis
 from sparkmv.refresh.incremental.delta import (
     combine,
@@ -45,9 +49,8 @@ from sparkmv.refresh.incremental.stages import StagedInputs, staged_inputs
 from sparkmv.refresh.jobs.base import ChunkOutcome
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
-from sparkmv.storage.files import read_files, write_staged
+from sparkmv.storage.files import StagedOutput, file_count, read_files, write_staged
 from sparkmv.storage.iceberg import IcebergStore
-from sparkmv.storage.partition_values import canonical, sort_key
 from sparkmv.storage.schema import arrow_to_spark, normalize_for_iceberg
 
 CONSUMED_PROPERTY = "sparkmv.consumed"
@@ -100,8 +103,8 @@ def _compute_delta_rules(
             return ChunkOutcome(staged_files.files, staged_files.rows, staged_files.bytes, {"replace": []})
         rows = rows.cache()  # read twice: the affected partitions, then the merge
         try:
-            files, replace = _affected(mv, rows, table, mv_snapshot)
-            current = read_files(rt.spark, files, target)
+            affected = _affected(mv, rows, table, mv_snapshot, analysis.key_columns)
+            current = read_files(rt.spark, affected.files, target)
             if analysis.aggregate:
                 merged = combine(current.unionByName(rows, allowMissingColumns=True), analysis, target)
                 if RETRACTED in merged.columns:
@@ -109,11 +112,10 @@ def _compute_delta_rules(
                     merged = recompute_retracted(merged, fresh, analysis)
             else:
                 merged = merge_signed_rows(current, rows, target)
-            written = write_staged(_retained(mv, merged), directory, mv.partition_by)
+            written = _write(mv, merged, directory, table, affected)
         finally:
             rows.unpersist()
-    detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
-    return ChunkOutcome(written.files, written.rows, written.bytes, detail)
+    return ChunkOutcome(written.files, written.rows, written.bytes, affected.detail)
 
 
 def _compute_keyed(
@@ -133,17 +135,16 @@ def _compute_keyed(
             return ChunkOutcome([], 0, 0, {"replace": []})
         keys = terms.union.cache()
         try:
-            files, replace = _affected(mv, keys, table, mv_snapshot)
-            current = read_files(rt.spark, files, target)
+            affected = _affected(mv, keys, table, mv_snapshot, analysis.keyed.keys)
+            current = read_files(rt.spark, affected.files, target)
             fresh = project_to(normalize_for_iceberg(terms.over_new()), target)
             merged = replace_keys(current, fresh, keys, analysis.keyed.keys)
             if merged is None:  # no row of the change reached a group
                 return ChunkOutcome([], 0, 0, {"replace": []})
-            written = write_staged(_retained(mv, merged), directory, mv.partition_by)
+            written = _write(mv, merged, directory, table, affected)
         finally:
             keys.unpersist()
-    detail: dict[str, Any] = {"replace_all": True} if replace is None else {"replace": replace}
-    return ChunkOutcome(written.files, written.rows, written.bytes, detail)
+    return ChunkOutcome(written.files, written.rows, written.bytes, affected.detail)
 
 
 def _retained(mv: MvDefinition, rows: DataFrame) -> DataFrame:
@@ -154,23 +155,23 @@ def _retained(mv: MvDefinition, rows: DataFrame) -> DataFrame:
     return rows.where(F.expr(condition))
 
 
-def _affected(
-    mv: MvDefinition, rows: DataFrame, table: Any, mv_snapshot: int | None
-) -> tuple[list[str], list[str | None] | None]:
-    """The MV's data files of the partitions the delta ``rows`` touch, and those partitions
-    (None: all, for an unpartitioned MV).
-
-    The partition values are read back as Spark's text of the value (session time zone
-    UTC) and put in the one text form of their kind, never through Python datetimes (which
-    PySpark converts with the machine's local time zone)."""
-    files = IcebergStore.data_files(table, mv_snapshot) if mv_snapshot is not None else []
+def _affected(mv: MvDefinition, rows: DataFrame, table: Any, mv_snapshot: int | None, keys: Sequence[str]) -> Affected:
+    """The MV's data files the delta ``rows`` (or touched keys) may change: of the affected
+    partitions of a partitioned MV, else those that may hold a touched key
+    (:mod:`sparkmv.refresh.incremental.affected`)."""
     if mv.partition_by is None:
-        return [f.path for f in files], None
-    column = next(f.name for f in rows.schema.fields if f.name.lower() == mv.partition_by.lower())
-    kind = IcebergStore.partition_kind(table) or "string"
-    texts = rows.select(F.col(f"`{column}`").cast("string")).distinct().collect()
-    wanted = {canonical(r[0], kind) for r in texts}
-    return [f.path for f in files if f.partition in wanted], sorted(wanted, key=lambda v: sort_key(v, kind))
+        return affected_files(table, mv_snapshot, rows, keys)
+    files, replace, size = affected_partitions(mv.partition_by, rows, table, mv_snapshot)
+    return Affected(files, size, {"replace": replace})
+
+
+def _write(mv: MvDefinition, merged: DataFrame, directory: str, table: Any, affected: Affected) -> StagedOutput:
+    """Stage the merged rows of the affected files, clustered by the MV's key (its sort
+    order) into about as many files of :data:`~sparkmv.storage.files.TARGET_FILE_BYTES`
+    as the files they replace hold."""
+    cluster_by = IcebergStore.sort_columns(table)
+    files = file_count(affected.bytes) if mv.partition_by is None else None
+    return write_staged(_retained(mv, merged), directory, mv.partition_by, cluster_by=cluster_by, files=files)
 
 
 def consumed_summary(pinned: dict[str, PinnedTable]) -> dict[str, str]:
@@ -202,4 +203,5 @@ def publish_incremental(
         replace,
         expected_snapshot_id=mv_snapshot,
         extra_properties=consumed_summary(pinned),
+        replace_files=list(detail.get("replace_files", [])),
     )

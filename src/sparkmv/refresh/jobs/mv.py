@@ -28,6 +28,7 @@ from sparkmv.refresh.planner import Plan, RefreshRequest, base_partitions_for
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage import warehouse
+from sparkmv.storage.iceberg import RUN_ID_PROPERTY
 
 if TYPE_CHECKING:  # pyspark is imported where a chunk is computed
     from pyspark.sql.types import StructType
@@ -123,6 +124,10 @@ class MvRefreshJob(Job[MvRunPlan]):
         """Partition lineage, traced once per run (sqlglot lineage costs ~0.1 s)."""
         self.target: StructType | None = None
         """The MV table's Spark schema, loaded once per run (chunks cast their rows to it)."""
+        self.layout: tuple[list[str], int | None] | None = None
+        """The MV's key columns and current size, loaded once per run (chunks cluster by it)."""
+        self.files_replaced: int | None = None
+        """Data files the run's commits removed, counted once published."""
 
     @classmethod
     def open(cls, rt: Runtime, s: Session, name: ObjectName) -> MvRefreshJob:
@@ -171,7 +176,7 @@ class MvRefreshJob(Job[MvRunPlan]):
     # -- chunks -------------------------------------------------------------------------------
     def compute(self, ctx: RunContext, chunk_ids: list[int], attempt_name: str) -> dict[int, ChunkOutcome]:
         """Compute each chunk's MV partitions into ``<staging>/<attempt_name>``."""
-        from sparkmv.refresh.compute import compute_chunk, mv_schema
+        from sparkmv.refresh.compute import cluster_layout, compute_chunk, mv_schema
 
         [root] = self.staging_roots(ctx.run_id)
         if self.plan.mode == "INCREMENTAL":
@@ -194,6 +199,7 @@ class MvRefreshJob(Job[MvRunPlan]):
                 self.lineage = lineage_of(self.mv, self.plan.pinned)
             if self.target is None:
                 self.target = mv_schema(self.rt, self.mv)
+                self.layout = cluster_layout(self.rt, self.mv)
             restrict = base_partitions_for(chunk, self.lineage, self.plan.pinned)
             tag = f"r{ctx.run_id}c{chunk_id}"
             staged = compute_chunk(
@@ -205,6 +211,7 @@ class MvRefreshJob(Job[MvRunPlan]):
                 warehouse.join(root, attempt_name),
                 tag,
                 self.target,
+                self.layout,
             )
             out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
         return out
@@ -226,7 +233,13 @@ class MvRefreshJob(Job[MvRunPlan]):
 
     # -- publishing ---------------------------------------------------------------------------
     def publish(self, ctx: RunContext, chunks: list[ChunkRecord], recovering: bool) -> int | None:
-        """One commit tagged with the run id; when ``recovering``, only if it did not land."""
+        """One commit tagged with the run id; when ``recovering``, only if it did not land.
+        Counts the data files the run's commits removed (:attr:`files_replaced`)."""
+        snapshot_id = self._publish(ctx, chunks, recovering)
+        self.files_replaced = files_removed_by_run(self.rt.iceberg.load(self.name), ctx.run_id)
+        return snapshot_id
+
+    def _publish(self, ctx: RunContext, chunks: list[ChunkRecord], recovering: bool) -> int | None:
         from sparkmv.refresh.publish import publish_run
 
         if recovering:
@@ -252,10 +265,21 @@ class MvRefreshJob(Job[MvRunPlan]):
         upserts, removals, replace_all = _version_updates(self.plan.plan, self.plan.pinned, s, catalog, self.object_id)
         catalog.versions.apply(s, self.object_id, run_id, upserts, removals, replace_all)
         _record_positions(s, catalog, self.object_id, run_id, self.plan.pinned)
+        files = {"files_written": sum(len(c.files) for c in chunks), "files_replaced": self.files_replaced}
         if self.plan.mode == "INCREMENTAL":  # the MV partitions the merge rewrote
             detail = (chunks[0].outcome or {}) if chunks else {}
-            return {"partitions_done": len(detail.get("replace") or [])}
-        return {"partitions_done": len(self.plan.plan.partitions)}
+            return {"partitions_done": len(detail.get("replace") or []), **files}
+        return {"partitions_done": len(self.plan.plan.partitions), **files}
+
+
+def files_removed_by_run(table: Any, run_id: int) -> int:
+    """Data files removed by the snapshots of pyiceberg ``table`` tagged with ``run_id``
+    (their summaries' ``deleted-data-files``)."""
+    return sum(
+        int(snap.summary.get("deleted-data-files") or 0)
+        for snap in table.snapshots()
+        if snap.summary is not None and snap.summary.get(RUN_ID_PROPERTY) == str(run_id)
+    )
 
 
 def _record_positions(s: Session, catalog: Any, object_id: int, run_id: int, pinned: dict[str, PinnedTable]) -> None:
