@@ -39,11 +39,6 @@ class Project:
     def materialized_views(self) -> list[Dataset]:
         return [self.graph.datasets[n] for n in self.graph.order() if self.graph.datasets[n].kind == MATERIALIZED_VIEW]
 
-    @property
-    def refreshed(self) -> list[Dataset]:
-        """The datasets a run refreshes (materialized views and streaming tables), in order."""
-        return [self.graph.datasets[n] for n in self.graph.order() if self.graph.datasets[n].kind in REFRESHED_KINDS]
-
 
 def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) -> Project:
     """Load and check the project of ``spec_path``; ``start_spark`` is called before the
