@@ -123,3 +123,94 @@ def test_correlation_sides() -> None:
         outer_query, stages = split_stages(parse_query(sql))
         assert stages[0][1].sql().startswith(f"SELECT {inner} AS __smv_k0,"), where
         assert f"__smv_stage_1.__smv_k0 = {outer}" in outer_query.sql(), where
+
+
+TPCH_COLUMNS = {
+    "default.lineitem": ["l_orderkey", "l_partkey", "l_suppkey", "l_quantity", "l_commitdate", "l_receiptdate"],
+    "default.orders": ["o_orderkey", "o_custkey", "o_orderdate", "o_orderpriority", "o_totalprice"],
+    "default.customer": ["c_custkey", "c_name"],
+    "default.t": ["k", "a", "b"],
+    "default.u": ["uk", "ux", "c"],
+}
+
+
+def test_q4_exists_is_an_inner_join_with_a_stage_of_distinct_keys() -> None:
+    """With the base tables' columns, Q4's EXISTS becomes a join with the distinct order
+    keys of the late lineitems, so the delta rules maintain the count per priority."""
+    a = analyze_incremental(parse_query(TPCH_QUERIES["q4"]), TPCH_COLUMNS)
+    assert a.reason is None and a.technique == "delta rules" and a.keyed is None
+    (stage,) = a.stages
+    assert stage.analysis.augmented_sql == (
+        "SELECT DISTINCT l_orderkey AS __smv_k0 FROM lineitem WHERE l_commitdate < l_receiptdate"
+    )
+    assert stage.analysis.keyed is not None and stage.analysis.keyed.keys == ("__smv_k0",)
+    assert a.staged_sql.startswith(
+        "SELECT o_orderpriority, COUNT(*) AS order_count, COUNT(*) AS __smv_count FROM orders "
+        "JOIN __smv_stage_1 ON __smv_stage_1.__smv_k0 = o_orderkey WHERE o_orderdate >= "
+    )
+    assert "EXISTS" not in a.staged_sql
+    # Without the columns, which side of l_orderkey = o_orderkey is the subquery's is a guess:
+    # the whole query stays under affected-key recomputation of its group keys.
+    written = analyze_incremental(parse_query(TPCH_QUERIES["q4"]))
+    assert written.keyed is not None and written.keyed.keys == ("o_orderpriority",)
+
+
+def test_q18_in_of_a_grouped_subquery_is_a_join_with_its_stage() -> None:
+    a = analyze_incremental(parse_query(TPCH_QUERIES["q18"]), TPCH_COLUMNS)
+    assert a.reason is None and a.technique == "delta rules"
+    assert a.stages[0].analysis.augmented_sql == (
+        "SELECT l_orderkey AS __smv_k0 FROM lineitem GROUP BY l_orderkey HAVING SUM(l_quantity) > 300"
+    )
+    assert "JOIN __smv_stage_1 ON __smv_stage_1.__smv_k0 = o_orderkey WHERE c_custkey = o_custkey" in a.staged_sql
+
+
+@pytest.mark.parametrize(
+    ("sql", "stage", "on"),
+    [
+        (
+            "SELECT t.a FROM t WHERE t.b > 0 AND t.a IN (SELECT ux FROM u WHERE uk = k AND c = 1)",
+            "SELECT DISTINCT ux AS __smv_k0, uk AS __smv_k1 FROM u WHERE c = 1",
+            "__smv_stage_1.__smv_k0 = t.a AND __smv_stage_1.__smv_k1 = k WHERE t.b > 0",
+        ),
+        (
+            "SELECT a, count(*) AS n FROM t WHERE EXISTS (SELECT 1 FROM u WHERE u.uk = t.k) GROUP BY a",
+            "SELECT DISTINCT u.uk AS __smv_k0 FROM u",
+            "__smv_stage_1.__smv_k0 = t.k GROUP BY a",
+        ),
+        (
+            "SELECT a FROM t WHERE (b > 1 AND (EXISTS (SELECT 1 FROM u WHERE uk = k)))",
+            "SELECT DISTINCT uk AS __smv_k0 FROM u",
+            "__smv_stage_1.__smv_k0 = k WHERE b > 1",
+        ),
+    ],
+)
+def test_semijoin_split(sql: str, stage: str, on: str) -> None:
+    outer_query, stages = split_stages(parse_query(sql), known=TPCH_COLUMNS)
+    assert [(n, b.sql()) for n, b in stages] == [("__smv_stage_1", stage)]
+    assert outer_query.sql().endswith("JOIN __smv_stage_1 ON " + on)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        # Negated, under OR, uncorrelated EXISTS, a non-equality correlation, grouped by another column.
+        "SELECT a FROM t WHERE NOT EXISTS (SELECT 1 FROM u WHERE uk = k)",
+        "SELECT a FROM t WHERE b > 1 OR EXISTS (SELECT 1 FROM u WHERE uk = k)",
+        "SELECT a FROM t WHERE a NOT IN (SELECT ux FROM u)",
+        "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE c = 1)",
+        "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE uk = k AND ux <> a)",
+        "SELECT a FROM t WHERE a IN (SELECT ux FROM u GROUP BY c)",
+        "SELECT a FROM t WHERE a IN (SELECT max(ux) FROM u)",
+    ],
+)
+def test_not_a_semijoin_stage(sql: str) -> None:
+    _, stages = split_stages(parse_query(sql), known=TPCH_COLUMNS)
+    assert stages == []
+
+
+def test_unqualified_correlation_needs_the_columns() -> None:
+    """Two unqualified columns: with the schema, both of the subquery (a local filter, no
+    correlation: an uncorrelated EXISTS, left alone); without it, no semi-join split."""
+    sql = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE uk = ux)"
+    assert split_stages(parse_query(sql), known=TPCH_COLUMNS)[1] == []
+    assert split_stages(parse_query("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE uk = k)"))[1] == []

@@ -5,8 +5,9 @@ every refresh each MV equals DuckDB's result of its query over what pyiceberg re
 
 The shapes of TPC-H Q13 (an aggregate of an aggregate, here over an inner join), Q17 (a
 correlated scalar subquery decorrelated into a grouped stage, under a global aggregate kept
-by the delta rules), Q20 (an IN subquery holding subquery predicates) and Q15 (a grouped CTE
-joined and compared with its MAX), and stages nested two deep.
+by the delta rules), Q20 (an IN subquery holding subquery predicates), Q15 (a grouped CTE
+joined and compared with its MAX), Q4 / Q18 (EXISTS and an IN of a grouped subquery split
+into stages of distinct keys), and stages nested two deep.
 """
 
 from __future__ import annotations
@@ -47,7 +48,13 @@ _TWO_DEEP = (
     "SELECT t.cnt, count(*) AS m, sum(t.c) AS sc FROM (SELECT s.n AS c, count(*) AS cnt FROM "
     "(SELECT f.k, count(*) AS n FROM fact f GROUP BY f.k) s GROUP BY s.n) t GROUP BY t.cnt"
 )
+_SEMIJOINS = (
+    "SELECT dm.label, count(*) AS n, sum(f.amt) AS s FROM fact f JOIN dim dm ON f.k = dm.k "
+    "WHERE EXISTS (SELECT 1 FROM more m WHERE m.k = f.k AND m.v > 0) "
+    "AND f.k IN (SELECT g.k FROM fact g GROUP BY g.k HAVING count(*) > 1) GROUP BY dm.label"
+)
 MVS = [
+    (IvmMv("mv_stage_semijoins", None, _SEMIJOINS, _SEMIJOINS), ["fact", "dim", "more"]),
     (IvmMv("mv_stage_agg_of_agg", None, _AGG_OF_AGG, _AGG_OF_AGG), ["fact", "dim"]),
     (IvmMv("mv_stage_decorrelated", None, _DECORRELATED, _DECORRELATED), ["fact", "dim"]),
     (IvmMv("mv_stage_nested_in", None, _NESTED_IN, _NESTED_IN), ["fact", "dim", "more"]),
@@ -75,6 +82,14 @@ def test_staged_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp_pat
     assert (
         "    SELECT g.k AS __smv_k0, 2 * AVG(g.v) AS __smv_v FROM fact AS g WHERE NOT g.x IS NULL GROUP BY g.k"
     ) in text.splitlines(), text
+
+    # EXISTS and IN (grouped by the compared column) as joins with stages of distinct keys:
+    # the delta rules count per label, not a recomputation of every touched label.
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_stage_semijoins").message or ""
+    assert "maintenance plan: delta rules" in text, text
+    lines = text.splitlines()
+    assert "    SELECT DISTINCT m.k AS __smv_k0 FROM more AS m WHERE m.v > 0" in lines, text
+    assert "    SELECT g.k AS __smv_k0 FROM fact AS g GROUP BY g.k HAVING COUNT(*) > 1" in lines, text
 
     steps = dict(_steps(world))
     first, second, third = steps.values()

@@ -72,7 +72,7 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
     Raises:
         AnalysisError: for malformed table names (as :func:`~sparkmv.analysis.query.table_name`).
     """
-    analysis = _analyze(query)
+    analysis = _analyze(query, columns)
     if analysis.reason is None or not columns:
         return analysis
     from sparkmv.analysis.qualify import qualify_unqualified
@@ -110,19 +110,38 @@ def analyze_for_table(
     return analysis
 
 
-def _analyze(query: exp.Query) -> IvmAnalysis:
+def _analyze(query: exp.Query, columns: Mapping[str, Collection[str]] | None = None) -> IvmAnalysis:
     whole = _analyze_whole(query)
     if whole.reason is None and whole.keyed is None:
         return whole
     merged = _merged_analysis(query)
     if merged is not None:
         return merged
+    from sparkmv.analysis.stages import staged_analysis
+
     if whole.reason is None:
+        return _semijoin_staged(query, whole, columns)
+    staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False))
+    return whole if staged is None else staged
+
+
+def _semijoin_staged(
+    query: exp.Query, whole: IvmAnalysis, columns: Mapping[str, Collection[str]] | None
+) -> IvmAnalysis:
+    """For ``query`` maintained ``whole`` by affected-key recomputation of its group keys:
+    the delta rules over inner stages when its subqueries split into them (an ``EXISTS`` /
+    ``IN`` semi-join as an inner join with its stage of distinct keys, TPC-H Q4 and Q18,
+    :mod:`sparkmv.analysis.stages`), which recompute only the keys a change touches rather
+    than every touched group (Q4's five priorities are all touched by any change); else
+    ``whole``. Only with the base tables' ``columns``, which tell a correlation's sides."""
+    if not columns:
         return whole
     from sparkmv.analysis.stages import staged_analysis
 
-    staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False))
-    return whole if staged is None else staged
+    staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False), columns)
+    if staged is None or staged.reason is not None or staged.keyed is not None:
+        return whole
+    return staged
 
 
 def _merged_analysis(query: exp.Query) -> IvmAnalysis | None:
@@ -249,8 +268,19 @@ def stored_query(definition: str, columns: Iterable[str]) -> exp.Query:
 
 @functools.lru_cache(maxsize=256)
 def augmented_query(definition: str) -> exp.Query:
-    """The parsed :attr:`IvmAnalysis.augmented_sql` of ``definition`` (cached, shared)."""
-    return parse_query(analyze_incremental(parse_query(definition)).augmented_sql)
+    """The parsed :attr:`IvmAnalysis.augmented_sql` of ``definition`` (cached, shared).
+
+    A query the delta rules maintain only once its subqueries are split into stages with
+    the base tables' columns (:func:`_semijoin_staged`, which the caller may not have) is
+    augmented as written: the split changes its FROM and WHERE, never its select list, so
+    the state columns are the same."""
+    query = parse_query(definition)
+    analysis = analyze_incremental(query)
+    if not analysis.state_columns and isinstance(query, exp.Select) and _is_aggregate_query(query):
+        columns, reason = _aggregate_columns(query)
+        if reason is None and _reserved_problem(columns) is None:
+            return parse_query(_augment(query, columns))
+    return parse_query(analysis.augmented_sql)
 
 
 def _branches(query: exp.Query) -> tuple[list[exp.Select], str | None]:

@@ -21,7 +21,16 @@ al., VLDB 2023) and the "stages" of Snowflake's dynamic tables. Three kinds of s
   inner join of the stage ``SELECT inner.c AS __smv_k0, agg AS __smv_v FROM ... WHERE
   <local filters> GROUP BY inner.c`` on ``__smv_k0 = outer.c AND x <op> __smv_v`` (TPC-H
   Q17): exact, as a NULL comparison drops the row either way. Only tried when the query
-  above is not maintained with the subquery in place.
+  above is not maintained with the subquery in place;
+- a semi-join: the WHERE conjunct ``EXISTS (SELECT ... WHERE inner.c = outer.c AND <local
+  filters>)`` or ``x IN (SELECT y ...)`` (not negated; ``y`` no aggregate, its subquery
+  grouped by ``y`` alone or not grouped) becomes the inner join of the stage of distinct keys
+  ``SELECT DISTINCT inner.c AS __smv_k0 ...`` (``y`` first for an ``IN``) on equality with
+  the outer columns: a row passes iff a subquery row matches it, and a NULL matches none
+  either way (TPC-H Q4, Q18). Split only when every column's side is known (qualified, or
+  the base tables' columns given), and, for a query affected-key recomputation maintains
+  as written, only when the delta rules then maintain the query above
+  (:func:`sparkmv.analysis.incremental.analyze_incremental`).
 
 The split is tried only when the query is not maintained as written. A stage's own body is
 split the same way (stages nest). Which column of a correlation is the subquery's is read
@@ -47,7 +56,7 @@ WHERE t.k = u.k AND t.q < __smv_stage_1.__smv_v
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import replace
 
 from sqlglot import exp
@@ -55,8 +64,9 @@ from sqlglot import exp
 from sparkmv.analysis.constructs import is_aggregate, output_name
 from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.keyed import inline_ctes
-from sparkmv.analysis.query import DIALECT, parse_query
+from sparkmv.analysis.query import DIALECT, parse_query, table_name
 from sparkmv.analysis.subqueries import conjunct_of, predicates, subquery_body
+from sparkmv.errors import SparkMvError
 
 STAGE_PREFIX = "__smv_stage_"
 """Prefix of the table name of an inner stage's virtual input."""
@@ -68,14 +78,22 @@ _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Liter
 _COMPARISONS = (exp.LT, exp.LTE, exp.GT, exp.GTE, exp.EQ, exp.NEQ)
 
 
+Known = Mapping[str, Collection[str]]
+"""The base tables' column names (qualified table name -> names), which tell a correlated
+subquery's columns from the outer query's."""
+
+
 def split_stages(
-    query: exp.Query, counter: Iterator[int] | None = None
+    query: exp.Query, counter: Iterator[int] | None = None, known: Known | None = None
 ) -> tuple[exp.Query, list[tuple[str, exp.Query]]]:
     """``query`` (a copy, CTEs inlined) with its inner stages replaced by references to
     their virtual inputs, and the stages (name, body) in the order found; no stage found:
     an empty list. A body holding the same SQL twice (Q15's ``revenue0``) is one stage.
 
     ``counter`` numbers the stages (shared by nested splits, so names are unique in a tree).
+    ``known`` (the base tables' columns) tells which column of a correlation is the
+    subquery's; without it the qualifiers and the left-of-two rule do (module docstring),
+    and ``EXISTS`` / ``IN`` semi-joins are split only when every correlation is qualified.
     """
     counter = counter if counter is not None else itertools.count(1)
     inlined = inline_ctes(query)
@@ -101,7 +119,8 @@ def split_stages(
             predicate.set("query", exp.Subquery(this=exp.select(column).from_(name)))
     if not stages:
         for predicate in predicates(inlined):
-            _decorrelate(inlined, predicate, stage_of)
+            _decorrelate(inlined, predicate, stage_of, known)
+            _semijoin(inlined, predicate, stage_of, known)
     return inlined, list(stages.values())
 
 
@@ -139,7 +158,9 @@ def _nested(predicate: exp.In) -> bool:
     return isinstance(body.expressions[0], exp.Column | exp.Alias) and bool(predicates(body))
 
 
-def _decorrelate(select: exp.Select, predicate: exp.Expr, stage_of: Callable[[exp.Query], str]) -> None:
+def _decorrelate(
+    select: exp.Select, predicate: exp.Expr, stage_of: Callable[[exp.Query], str], known: Known | None
+) -> None:
     """Replace the WHERE conjunct ``x <op> (<correlated scalar subquery>)`` by an inner
     join with the subquery's decorrelated stage (module docstring); leave it when it does
     not have that shape."""
@@ -149,7 +170,7 @@ def _decorrelate(select: exp.Select, predicate: exp.Expr, stage_of: Callable[[ex
     if predicate.parent is not comparison or conjunct_of(comparison) is None:
         return
     body = predicate.this
-    shape = _correlated_shape(body) if isinstance(body, exp.Select) else None
+    shape = _correlated_shape(body, known) if isinstance(body, exp.Select) else None
     if shape is None:
         return
     inner, outer, local = shape
@@ -166,7 +187,10 @@ def _decorrelate(select: exp.Select, predicate: exp.Expr, stage_of: Callable[[ex
     select.join(exp.to_table(name), on=exp.and_(*on), copy=False)
 
 
-def _correlated_shape(body: exp.Select) -> tuple[list[exp.Column], list[exp.Column], list[exp.Expr]] | None:
+Shape = tuple[list[exp.Column], list[exp.Column], list[exp.Expr]]
+
+
+def _correlated_shape(body: exp.Select, known: Known | None) -> Shape | None:
     """For a scalar subquery of one aggregate expression NULL on no rows (no GROUP BY,
     HAVING, DISTINCT, nested subquery): its correlated columns (inner, outer, paired) and
     its local filters; None for any other shape or when it is not correlated."""
@@ -174,23 +198,156 @@ def _correlated_shape(body: exp.Select) -> tuple[list[exp.Column], list[exp.Colu
         return None
     if predicates(body) or body.args.get("from_") is None or not _null_on_empty(body.expressions[0].unalias()):
         return None
+    shape = _correlations(body, known, guess=not known)
+    return shape if shape is not None and shape[0] else None
+
+
+def _correlations(body: exp.Select, known: Known | None, guess: bool) -> Shape | None:
+    """The correlated columns of ``body``'s WHERE (inner, outer, paired: equalities of an
+    inner and an outer column) and its local filters; None when an outer column stands
+    anywhere else, or when an unqualified column's side is unknown and ``guess`` is False."""
     names = {s.alias_or_name.lower() for s in _sources(body)}
+    inner_names = _source_columns(body, known)
+    if inner_names is not None:  # every unqualified column resolved by the schema
+        body = body.copy()
+        for column in body.find_all(exp.Column):
+            if not column.table and column.name.lower() not in inner_names:
+                column.set("table", exp.to_identifier(_OUTER))
     where = body.args.get("where")
     conjuncts = list(where.this.flatten()) if where is not None and isinstance(where.this, exp.And) else []
     conjuncts = conjuncts or ([where.this] if where is not None else [])
+    if inner_names is None and not guess:
+        if any(_correlation(c, names) is not None and _unqualified(c) for c in conjuncts):
+            return None
     inner: list[exp.Column] = []
     outer: list[exp.Column] = []
     local: list[exp.Expr] = []
     for conjunct in conjuncts:
-        pair = _correlation(conjunct, names)
+        pair = _correlation(conjunct, names, resolved=inner_names is not None)
         if pair is not None:
             inner.append(pair[0])
-            outer.append(pair[1])
+            outer.append(_unmarked(pair[1]))
         elif any(c.table and c.table.lower() not in names for c in conjunct.find_all(exp.Column)):
             return None  # an outer reference outside an equality
         else:
             local.append(conjunct)
-    return (inner, outer, local) if inner else None
+    return inner, outer, local
+
+
+_OUTER = "__smv_outer"
+"""A qualifier marking an unqualified column the schema places in the outer query
+(removed again from the outer columns returned)."""
+
+
+def _unmarked(column: exp.Column) -> exp.Column:
+    return exp.column(column.name) if column.table == _OUTER else column
+
+
+def _unqualified(conjunct: exp.Expr) -> bool:
+    return any(not c.table for c in conjunct.find_all(exp.Column))
+
+
+def _source_columns(body: exp.Select, known: Known | None) -> set[str] | None:
+    """The column names of ``body``'s FROM and JOIN tables (lower case), from ``known``;
+    None when a source is not a base table ``known`` has."""
+    if not known:
+        return None
+    lowered = {name.lower(): {c.lower() for c in cols} for name, cols in known.items()}
+    out: set[str] = set()
+    for source in _sources(body):
+        if not isinstance(source, exp.Table):
+            return None
+        try:
+            cols = lowered.get(table_name(source).qualified.lower())
+        except SparkMvError:
+            return None
+        if cols is None:
+            return None
+        out |= cols
+    return out
+
+
+def _semijoin(
+    select: exp.Select, predicate: exp.Expr, stage_of: Callable[[exp.Query], str], known: Known | None
+) -> None:
+    """Replace the WHERE conjunct ``EXISTS (<correlated SELECT>)`` or ``x IN (SELECT y ...)``
+    by an inner join with the subquery's stage of distinct keys (module docstring): the
+    correlated inner columns (and ``y``) as ``__smv_k<i>``, joined on equality with the outer
+    columns (and ``x``). Exact: a row passes the semi-join iff some subquery row matches it,
+    and a NULL ``x`` or outer column matches none either way. Left as it is for any other
+    shape (negated, under OR, in HAVING, an aggregate or GROUP BY other than by ``y``
+    alone, an uncorrelated EXISTS)."""
+    where = select.args.get("where")
+    if not isinstance(predicate, exp.Exists | exp.In) or where is None or conjunct_of(predicate) is not predicate:
+        return
+    if predicate.find_ancestor(exp.Where) is not where or predicate.find_ancestor(exp.Select) is not select:
+        return
+    body = subquery_body(predicate)
+    if not isinstance(body, exp.Select) or body.args.get("from_") is None or predicates(body):
+        return
+    if any(body.args.get(a) for a in ("limit", "offset", "order", "qualify")):
+        return
+    shape = _correlations(body, known, guess=False)
+    keys = _semijoin_keys(predicate, body, shape)
+    if shape is None or keys is None:
+        return
+    inner, outer, local = shape
+    stage = exp.select(*[exp.alias_(c.copy(), f"{STAGE_KEY}{i}") for i, c in enumerate([*keys[0], *inner])])
+    stage.set("from_", body.args["from_"].copy())
+    stage.set("joins", [j.copy() for j in body.args.get("joins") or []] or None)
+    for condition in local:
+        stage.where(condition.copy(), copy=False, append=True)
+    if body.args.get("group") is not None:
+        stage.set("group", body.args["group"].copy())
+        stage.set("having", body.args["having"].copy() if body.args.get("having") else None)
+    else:
+        stage.distinct(copy=False)
+    name = stage_of(stage)
+    pairs = [
+        exp.EQ(this=exp.column(f"{STAGE_KEY}{i}", table=name), expression=o.copy())
+        for i, o in enumerate([*keys[1], *outer])
+    ]
+    _drop_conjunct(select, predicate)
+    select.join(exp.to_table(name), on=exp.and_(*pairs), copy=False)
+
+
+def _semijoin_keys(
+    predicate: exp.Expr, body: exp.Select, shape: Shape | None
+) -> tuple[list[exp.Expr], list[exp.Expr]] | None:
+    """The stage's keys besides the correlated columns (``[y]``, ``[x]`` of an ``IN``; none
+    for ``EXISTS``); None when the subquery is not a semi-join of that kind."""
+    if shape is None:
+        return None
+    grouped = body.args.get("group")
+    aggregated = any(is_aggregate(n) for e in body.expressions for n in e.dfs())
+    if isinstance(predicate, exp.Exists):
+        if not shape[0] or grouped is not None or body.args.get("having") or aggregated:
+            return None
+        return [], []
+    if len(body.expressions) != 1 or aggregated:
+        return None
+    column = body.expressions[0].unalias()
+    if grouped is not None and (shape[0] or [g.sql(DIALECT) for g in grouped.expressions] != [column.sql(DIALECT)]):
+        return None
+    if grouped is None and body.args.get("having"):
+        return None
+    return [column], [predicate.this]
+
+
+def _drop_conjunct(select: exp.Select, conjunct: exp.Expr) -> None:
+    """Remove the conjunct ``conjunct`` (under ANDs and parentheses) from ``select``'s WHERE."""
+    conjunct.replace(exp.true())
+    leaves: list[exp.Expr] = []
+    stack: list[exp.Expr] = [select.args["where"].this]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, exp.And):
+            stack.extend([node.expression, node.this])
+        elif isinstance(node, exp.Paren) and isinstance(node.this, exp.And | exp.Paren | exp.Boolean):
+            stack.append(node.this)
+        elif not (isinstance(node, exp.Boolean) and node.this is True):
+            leaves.append(node)
+    select.set("where", exp.Where(this=exp.and_(*leaves, copy=False)) if leaves else None)
 
 
 def _sources(body: exp.Select) -> list[exp.Expr]:
@@ -212,10 +369,11 @@ def _null_on_empty(expr: exp.Expr) -> bool:
     return not any(is_aggregate(n) for c in calls for n in c.dfs() if n is not c)
 
 
-def _correlation(conjunct: exp.Expr, names: set[str]) -> tuple[exp.Column, exp.Column] | None:
+def _correlation(conjunct: exp.Expr, names: set[str], resolved: bool = False) -> tuple[exp.Column, exp.Column] | None:
     """``(inner, outer)`` of an equality of two columns, one of the subquery (qualified by
     one of its table ``names``, or unqualified) and one of the outer query (qualified by
-    another name, or the right one of two unqualified columns); else None."""
+    another name, or the right one of two unqualified columns; when ``resolved``, an
+    unqualified column is the subquery's); else None."""
     if not isinstance(conjunct, exp.EQ):
         return None
     left, right = conjunct.this, conjunct.expression
@@ -223,7 +381,9 @@ def _correlation(conjunct: exp.Expr, names: set[str]) -> tuple[exp.Column, exp.C
         return None
 
     def side(c: exp.Column) -> str:
-        return "u" if not c.table else "i" if c.table.lower() in names else "o"
+        if not c.table:
+            return "i" if resolved else "u"
+        return "i" if c.table.lower() in names else "o"
 
     kinds = side(left) + side(right)
     if kinds in ("io", "uo", "uu"):
@@ -250,21 +410,25 @@ def inline_stages(query: exp.Query, stages: dict[str, str]) -> exp.Query:
 Analyze = Callable[[exp.Query], IvmAnalysis]
 
 
-def staged_analysis(query: exp.Query, analyze: Analyze, keyed: Analyze) -> IvmAnalysis | None:
+def staged_analysis(
+    query: exp.Query, analyze: Analyze, keyed: Analyze, known: Known | None = None
+) -> IvmAnalysis | None:
     """The analysis of ``query`` split into stages: the query above (``analyze``: the
     whole-query analysis, delta rules or affected-key recomputation) over its inner stages
     (each by affected-key recomputation, ``keyed``, split again when it is not maintained
     whole); None when the query has no inner stage, else the analysis or the first reason."""
-    return _staged(query, analyze, keyed, itertools.count(1))
+    return _staged(query, analyze, keyed, itertools.count(1), known)
 
 
-def _staged(query: exp.Query, analyze: Analyze, keyed: Analyze, counter: Iterator[int]) -> IvmAnalysis | None:
-    outer, found = split_stages(query, counter)
+def _staged(
+    query: exp.Query, analyze: Analyze, keyed: Analyze, counter: Iterator[int], known: Known | None
+) -> IvmAnalysis | None:
+    outer, found = split_stages(query, counter, known)
     if not found:
         return None
     stages = []
     for name, body in found:
-        inner = _stage_analysis(body, keyed, counter)
+        inner = _stage_analysis(body, keyed, counter, known)
         if inner.reason is not None:
             return IvmAnalysis(f"inner stage {name}: {inner.reason}", False, (), (), query.sql(DIALECT))
         stages.append(Stage(name, inner))
@@ -276,11 +440,11 @@ def _staged(query: exp.Query, analyze: Analyze, keyed: Analyze, counter: Iterato
     return replace(top, augmented_sql=whole, staged_sql=top.augmented_sql, stages=tuple(stages))
 
 
-def _stage_analysis(body: exp.Query, keyed: Analyze, counter: Iterator[int]) -> IvmAnalysis:
+def _stage_analysis(body: exp.Query, keyed: Analyze, counter: Iterator[int], known: Known | None) -> IvmAnalysis:
     """An inner stage by affected-key recomputation (its touched keys make its delta),
     split into stages itself when it is not maintained whole."""
     whole = keyed(body)
     if whole.reason is None:
         return whole
-    staged = _staged(body, keyed, keyed, counter)
+    staged = _staged(body, keyed, keyed, counter, known)
     return whole if staged is None else staged

@@ -160,7 +160,7 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
     query = parse_query(stmt.query)
     bases = referenced_tables(query)
     _check_dependencies(rt, stmt.name, bases)
-    query, stmt = _qualified_when_maintained(rt, stmt, query)
+    query, stmt, known = _qualified_when_maintained(rt, stmt, query)
     schema = query_schema(rt, stmt.query)
     columns = [f.name.lower() for f in schema]
     if stmt.partition_by is not None and stmt.partition_by not in columns:
@@ -168,13 +168,13 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
             f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
         )
     partition_by = next((f.name for f in schema if f.name.lower() == stmt.partition_by), None)
-    schema = _with_state_columns(rt, stmt, props, query, schema)
+    schema = _with_state_columns(rt, stmt, props, query, schema, known)
     schema = _partition_type(rt, stmt, query, bases, schema, partition_by)
     if props.get("partition_retention_condition"):
         from sparkmv.refresh.retention import check_condition_in
 
         check_condition_in(rt.spark, props["partition_retention_condition"], partition_by, schema)
-    rt.iceberg.create_table(stmt.name, schema, partition_by, _cluster_columns(query, schema, partition_by))
+    rt.iceberg.create_table(stmt.name, schema, partition_by, _cluster_columns(query, schema, partition_by, known))
     try:
         with rt.catalog.transaction() as s:
             rt.catalog.objects.insert(
@@ -196,19 +196,26 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
     return f"created materialized view '{stmt.name}'"
 
 
-def _cluster_columns(query: Any, schema: pa.Schema, partition_by: str | None) -> list[str]:
+def _cluster_columns(
+    query: Any, schema: pa.Schema, partition_by: str | None, known: dict[str, list[str]] | None = None
+) -> list[str]:
     """The MV table's sort order: the key columns incremental refresh rewrites by
     (:attr:`~sparkmv.analysis.ivm.IvmAnalysis.key_columns`) other than the partition
     column, as the schema spells them; empty when the query has none."""
     from sparkmv.analysis.incremental import analyze_incremental
 
     by_name = {f.name.lower(): f.name for f in schema}
-    keys = [k for k in analyze_incremental(query).key_columns if k != (partition_by or "").lower()]
+    keys = [k for k in analyze_incremental(query, known).key_columns if k != (partition_by or "").lower()]
     return [by_name[k] for k in keys if k in by_name]
 
 
 def _with_state_columns(
-    rt: Runtime, stmt: CreateMaterializedView, props: dict[str, str], query: Any, schema: pa.Schema
+    rt: Runtime,
+    stmt: CreateMaterializedView,
+    props: dict[str, str],
+    query: Any,
+    schema: pa.Schema,
+    known: dict[str, list[str]] | None = None,
 ) -> pa.Schema:
     """The MV table's schema with the hidden state columns incremental refresh needs (an
     aggregate's row count, the sum and count behind AVG, non-NULL counts behind SUM), when
@@ -224,7 +231,7 @@ def _with_state_columns(
     hidden = [f.name for f in schema if is_hidden_column(f.name)]
     if hidden:
         raise AnalysisError(f"column name '{hidden[0]}' is reserved: names starting with '__smv_' are hidden state")
-    analysis = analyze_incremental(query)
+    analysis = analyze_incremental(query, known)
     if analysis.reason is not None:
         if props.get("refresh_mode") == "INCREMENTAL":
             raise AnalysisError(
@@ -236,23 +243,30 @@ def _with_state_columns(
     return query_schema(rt, analysis.augmented_sql)
 
 
-def _qualified_when_maintained(rt: Runtime, stmt: CreateMaterializedView, query: Any) -> tuple[Any, Any]:
+def _qualified_when_maintained(
+    rt: Runtime, stmt: CreateMaterializedView, query: Any
+) -> tuple[Any, Any, dict[str, list[str]] | None]:
     """The defining query as stored: as written, unless incremental refresh maintains it
     only with its unqualified columns qualified by their tables (an outer join's sides, TPC-H
     Q13), then qualified (:func:`~sparkmv.analysis.qualify.qualify_unqualified`), so every
-    later analysis of the stored definition, and the full refresh, agree."""
+    later analysis of the stored definition, and the full refresh, agree; with the base
+    tables' columns (qualified name -> names) when the delta rules do not maintain the query
+    as written (a correlated subquery's columns are told apart by them), else None."""
     from sparkmv.analysis.incremental import analyze_incremental
     from sparkmv.analysis.qualify import qualify_unqualified
     from sparkmv.analysis.query import DIALECT
     from sparkmv.refresh.analyze import base_dataframe
 
-    if analyze_incremental(query).reason is None:
-        return query, stmt
+    written = analyze_incremental(query)
+    if written.reason is None and written.keyed is None:
+        return query, stmt, None
     columns = {b.qualified: base_dataframe(rt, b, empty=True).columns for b in referenced_tables(query)}
+    if written.reason is None:
+        return query, stmt, columns
     qualified = qualify_unqualified(query, columns)
     if qualified == query or analyze_incremental(qualified).reason is not None:
-        return query, stmt
-    return qualified, dataclasses.replace(stmt, query=qualified.sql(DIALECT))
+        return query, stmt, columns
+    return qualified, dataclasses.replace(stmt, query=qualified.sql(DIALECT)), columns
 
 
 def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str]) -> None:
