@@ -86,3 +86,28 @@ def test_key_filter_by_semi_join_on_a_stage_key_column(spark: Any) -> None:
     kept = sorted(r[0] for r in restrict(frame, True).collect())
     dropped = sorted(r[0] for r in restrict(frame, False).collect())
     assert kept == list(range(0, 2 * n, 2)) and dropped == list(range(1, 2 * n, 2))
+
+
+def test_key_filter_semi_join_reads_only_the_keys_range(spark: Any, tmp_path: Any) -> None:
+    """Behind the semi-join, the keys' range is a filter Spark pushes into the Parquet scan
+    (new keys above the old ones: the old file is skipped by its statistics); a NULL key
+    still keeps the rows whose key is NULL."""
+    from sparkmv.refresh.incremental.delta import KEYS_INLINE, key_filter
+
+    n = KEYS_INLINE + 50
+    old = spark.createDataFrame([(i, i) for i in range(n)] + [(None, -1)], "k long, v long")
+    new = spark.createDataFrame([(i, i) for i in range(10 * n, 12 * n)], "k long, v long")
+    old.coalesce(1).write.parquet(str(tmp_path / "t"))
+    new.coalesce(1).write.mode("append").parquet(str(tmp_path / "t"))
+    frame = spark.read.parquet(str(tmp_path / "t"))
+    keys = spark.createDataFrame([(i,) for i in range(10 * n, 11 * n)] + [(None,)], "k long")
+    restrict = key_filter(keys, ["k"], frame)
+    assert restrict is not None
+    kept = restrict(frame, True)
+    assert sorted((r[0] is None, r[0] or 0) for r in kept.collect()) == [
+        *((False, i) for i in range(10 * n, 11 * n)),
+        (True, 0),
+    ]
+    plan = kept._jdf.queryExecution().executedPlan().toString()
+    assert f"GreaterThanOrEqual(k,{10 * n})" in plan and f"LessThanOrEqual(k,{11 * n - 1})" in plan, plan
+    assert restrict(frame, False).count() == n + n  # the old keys and the new ones not among the keys
