@@ -268,7 +268,7 @@ def refresh_all(client: Any, queries: dict[str, str], twins: set[str] | None = N
     return out
 
 
-def run(sf: float, data: Path, work: Path) -> dict[str, Any]:
+def run(sf: float, data: Path, work: Path, only: list[str] | None = None) -> dict[str, Any]:
     """Run the benchmark in ``work`` (a fresh directory); returns the figures."""
     from sparkmv.client.client import Client
     from sparkmv.demo.data import generate_tables
@@ -287,7 +287,7 @@ def run(sf: float, data: Path, work: Path) -> dict[str, Any]:
             'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
             f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
         )
-        queries = {mv: qualified(q, "lake.tpch") for mv, q in TPCH_QUERIES.items()}
+        queries = {mv: qualified(q, "lake.tpch") for mv, q in TPCH_QUERIES.items() if not only or mv in only}
         print(f"TPC-H SF {sf:g} in the lake ({write_s:.0f} s); creating the MVs", flush=True)
         figures["create"] = create_all(client, queries)
         created = {c["mv"] for c in figures["create"] if c["state"] == "SUCCESS"}
@@ -402,9 +402,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sf", type=float, default=1.0, help="TPC-H scale factor (0.01, 0.1, 1, ...)")
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch", help="generated tables are cached here")
     parser.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
+    parser.add_argument("--queries", help="only these MVs, comma-separated (e.g. q4,q18)")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sparkmv-bench-tpch-refresh-") as tmp:
-        figures = run(args.sf, args.data.resolve(), Path(tmp))
+        figures = run(args.sf, args.data.resolve(), Path(tmp), args.queries.split(",") if args.queries else None)
     entry = report(figures)
     print(entry)
     if not args.no_write:

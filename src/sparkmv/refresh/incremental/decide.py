@@ -21,7 +21,7 @@ from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
-from sparkmv.refresh.incremental.pruned import joined_bytes
+from sparkmv.refresh.incremental.pruned import Loader, joined_bytes, stage_read_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
@@ -267,7 +267,8 @@ def _estimate(
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
     keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
-    staged = stage_bytes(inp.pinned, analysis.stages) if changed else 0
+    load = lambda p: _iceberg_table(rt, p)  # noqa: E731
+    staged = stage_bytes(inp.pinned, analysis.stages, changed, load) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
     terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0
     total = appended + joined + rewritten + recomputed + keyed + staged + fixed + terms
@@ -399,18 +400,27 @@ def _keyed_bytes(inp: PlanInput) -> int:
     return sum(_bytes(p) for p in inp.pinned.values())
 
 
-def stage_bytes(pinned: dict[str, PinnedTable], stages: tuple[Stage, ...]) -> int:
+def stage_bytes(
+    pinned: dict[str, PinnedTable],
+    stages: tuple[Stage, ...],
+    changed: dict[str, BaseChange] | None = None,
+    load: Loader | None = None,
+) -> int:
     """Bytes the inner stages' virtual inputs cost about as much as reading: each stage
     (nested ones too) reads the base tables of its query twice, over the new and the old
     input (its frames and its touched keys' rows on both sides,
-    :mod:`sparkmv.refresh.incremental.stages`)."""
+    :mod:`sparkmv.refresh.incremental.stages`); a stage whose touched keys' range prunes the
+    files of its key's table (:func:`~sparkmv.refresh.incremental.pruned.stage_read_bytes`,
+    new keys above the old ones) only those."""
     total = 0
     for stage in stages:
-        tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
-        total += 2 * sum(
-            _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
-        )
-        total += stage_bytes(pinned, stage.analysis.stages)
+        pruned = stage_read_bytes(stage.analysis, pinned, changed, load) if changed and load else None
+        if pruned is None:
+            tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
+            pruned = sum(
+                _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
+            )
+        total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load)
     return total
 
 
