@@ -281,3 +281,36 @@ def test_sql_and_python_flows_into_one_table_refused(tmp_path: Path) -> None:
         f"{defs / 'b.py'}:2: streaming table t is fed by SQL ({defs / 'a.sql'}:1) and by Python flow more: "
         "sparkmv runs the flows of one streaming table in one language"
     )
+
+
+BATCH_TABLE = """from pyspark import pipelines as dp
+from pyspark.sql import DataFrame, SparkSession
+
+spark = SparkSession.active()
+
+
+@dp.table
+def squares() -> DataFrame:
+    return spark.range(4).selectExpr("id", "id * id AS sq")
+
+
+@dp.materialized_view
+def streamed() -> DataFrame:
+    return spark.readStream.format("json").schema("id INT").load("{src}")
+"""
+
+
+def test_table_returning_a_batch_dataframe_is_a_python_mv(client: Any, tmp_path: Path) -> None:
+    write_json(tmp_path / "src", "a.json", [{"id": 1}])
+    spec = write_project(tmp_path / "b", {"b.py": BATCH_TABLE.format(src=tmp_path / "src")})
+    first = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert states(first) == {"squares": ("SUCCESS", "FULL"), "streamed": ("FAILED", None)}
+    assert (by_name(first, "squares").kind, by_name(first, "squares").rows) == ("materialized view", 4)
+    assert rows_of(client, "squares", ("id", "sq")) == [(0, 0), (1, 1), (2, 4), (3, 9)]
+    assert by_name(first, "streamed").reason == (
+        "streamed: Materialized views may only be defined by a batch relation, but the flow streamed attempts to "
+        "write a streaming relation to the materialized view streamed (a streaming DataFrame feeds a streaming "
+        "table: @dp.table or @dp.append_flow)"
+    )
+    second = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert states(second)["squares"] == ("SKIPPED", "SKIP")
