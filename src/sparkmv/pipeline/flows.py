@@ -42,8 +42,8 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
     Raises:
         PipelineDefinitionError: ``<file>:<line>: ...`` for a flow writing to something that is
             not a streaming table of the pipeline, a flow name used twice, a streaming table
-            with no flow, flows whose columns do not match, or a materialized view or
-            temporary view reading ``STREAM(t)``.
+            with no flow, flows whose columns do not match, SQL and Python flows into one
+            table, or a materialized view or temporary view reading ``STREAM(t)``.
     """
     tables = {d.name: d for d in datasets if d.kind == STREAMING_TABLE}
     fed: dict[ObjectName, list[Dataset]] = {name: [] for name in tables}

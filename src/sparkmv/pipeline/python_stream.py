@@ -119,7 +119,7 @@ def refresh_streaming_table(
         _drop(client, name, checkpoints)
         reason = "its columns changed: table recreated"
     if not store.exists(name):
-        store.create_table(name, spark_to_arrow(frames[0][1].select(*columns).schema), None)
+        store.create_table(name, spark_to_arrow(frames[0][1].schema), None)
         reason = reason or "created"
     table = store.load(name)
     old = _state(table)
@@ -141,13 +141,13 @@ def refresh_streaming_table(
             )
         staging = warehouse.join(table.location(), "data", f"stream-{state.epoch}", flow.name)
         try:
-            _run_stream(df.select(*columns), checkpoint, staging, committed)
+            _run_stream(df.select(*[f"`{c}`" for c in columns]), checkpoint, staging, committed)
         except Exception as exc:
             if reason is not None:  # created by this run: left as it was before, no table
                 _drop(client, name, checkpoints)
             raise streaming_error(flow, exc) from exc
         staged[flow.name], state.batches[flow.name] = _staged(staging, committed)
-    return _commit(client, name, state, staged, force, old, checkpoints, reason)
+    return _commit(client, name, state, staged, force, checkpoints, reason)
 
 
 def _streaming(name: ObjectName, flow: PythonFlow, df: DataFrame) -> DataFrame:
@@ -222,7 +222,6 @@ def _commit(
     state: StreamState,
     staged: dict[str, list[str]],
     force: bool,
-    old: StreamState | None,
     checkpoints: str,
     reason: str | None,
 ) -> PythonRefresh:
@@ -230,7 +229,7 @@ def _commit(
     store = client.runtime.iceberg
     files = [f for fs in staged.values() for f in fs]
     flows = ", ".join(staged)
-    if not files and old == state and not force and not reason:
+    if not files and not force and not reason:
         return PythonRefresh("SKIPPED", "SKIP", f"flows {flows}: no new input", table_rows(store.load(name)))
     before = 0 if force else table_rows(store.load(name)) or 0
     store.publish(name, 0, files, None if force else [], extra_properties=state.properties())
