@@ -42,3 +42,34 @@ def test_a_spark_error_through_connect_is_one_line_and_the_details_go_to_the_log
     assert first.startswith("error: ") and "`nope` cannot be resolved" in first, first
     assert second == f"Spark's log: {log}"
     assert "UNRESOLVED_COLUMN" in log.read_text()
+
+
+STREAMING_PROJECT = """from pyspark import pipelines as dp
+from pyspark.sql import DataFrame, SparkSession
+
+spark = SparkSession.active()
+dp.create_streaming_table("events")
+
+
+@dp.append_flow(target="events")
+def from_json() -> DataFrame:
+    return spark.readStream.format("json").schema("id BIGINT").load("{src}")
+"""
+
+
+def test_a_python_streaming_table_through_connect(connect_target: SparkTarget, tmp_path: Path) -> None:
+    """The flow's micro-batches are written by Connect's server-side foreachBatch worker."""
+    src, project = tmp_path / "src", tmp_path / "p"
+    src.mkdir()
+    (src / "a.json").write_text('{"id": 1}\n{"id": 2}\n')
+    (project / "defs").mkdir(parents=True)
+    spec = project / "spark-pipeline.yml"
+    spec.write_text(f"name: p\nstorage: {project / 'storage'}\nlibraries:\n  - glob:\n      include: defs/**\n")
+    (project / "defs" / "events.py").write_text(STREAMING_PROJECT.replace("{src}", str(src)))
+    first = connect_target.cli(tmp_path / "home", "pipeline", "run", "--spec", str(spec))
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "events (python streaming table)  SUCCESS  FULL  rows 2  flows from_json: created" in first.stdout
+    (src / "b.json").write_text('{"id": 3}\n')
+    second = connect_target.cli(tmp_path / "home", "pipeline", "run", "--spec", str(spec))
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "SUCCESS  INCREMENTAL  rows 3  flows from_json: appended 1 rows (from_json 1)" in second.stdout

@@ -10,6 +10,7 @@ in-memory catalog forgets tables between runs). Each of its runs starts a JVM: m
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -37,13 +38,43 @@ CREATE MATERIALIZED VIEW big_months AS SELECT m, total FROM by_month WHERE n >= 
 
 CREATE STREAMING TABLE sales_feed AS SELECT m, id, amount * 2 AS doubled FROM STREAM(sales) WHERE amount > 3;
 """
-TABLES = {"by_month": ["m", "total", "n"], "big_months": ["m", "total"], "sales_feed": ["m", "id", "doubled"]}
+PYTHON = """from pyspark import pipelines as dp
+from pyspark.sql import DataFrame, SparkSession
+
+spark = SparkSession.active()
+SCHEMA = "id BIGINT, kind STRING, amount DOUBLE"
+
+dp.create_streaming_table("events")
+
+
+@dp.append_flow(target="events")
+def events_json() -> DataFrame:
+    return spark.readStream.format("json").schema(SCHEMA).load("{src}")
+
+
+@dp.table
+def big_events() -> DataFrame:
+    return spark.readStream.format("json").schema(SCHEMA).load("{src}").where("amount > 2").select("id", "amount")
+"""
+TABLES = {
+    "by_month": ["m", "total", "n"],
+    "big_months": ["m", "total"],
+    "sales_feed": ["m", "id", "doubled"],
+    "events": ["id", "kind", "amount"],
+    "big_events": ["id", "amount"],
+}
 
 
 def _sales(root: Path) -> None:
     for k, month in enumerate(("2024-01", "2024-02", "2024-03")):
         ids = list(range(k * 100, k * 100 + 40))
         write_partition(root, "m", month, {"id": ids, "amount": [float(i % 9) for i in ids]})
+
+
+def _events(directory: Path, name: str, ids: range) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    rows = [json.dumps({"id": i, "kind": "ab"[i % 2], "amount": i * 0.5}) for i in ids]
+    (directory / name).write_text("\n".join(rows) + "\n")
 
 
 def _sdp(work: Path, *args: str) -> None:
@@ -78,6 +109,10 @@ def work(tmp_path: Path) -> Path:
         (tmp_path / tool / "transformations").mkdir(parents=True)
         (tmp_path / tool / "spark-pipeline.yml").write_text(SPEC.format(storage=tmp_path / tool / "storage"))
         (tmp_path / tool / "transformations" / "shop.sql").write_text(SQL)
+        _events(tmp_path / f"{tool}-events", "a.json", range(10))
+        (tmp_path / tool / "transformations" / "events.py").write_text(
+            PYTHON.replace("{src}", str(tmp_path / f"{tool}-events"))
+        )
     return tmp_path
 
 
@@ -86,7 +121,7 @@ def test_sparkmv_gives_the_tables_spark_pipelines_gives(client: Any, work: Path)
     _sdp(work, "spark-sql", "-e", register)
     client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{work / 'sparkmv-sales'}'")
     _sdp(work, "spark-pipelines", "run", "--remote", "local[2]")
-    first = run_pipeline(client, load_project(work / "sparkmv" / "spark-pipeline.yml"))
+    first = run_pipeline(client, load_project(work / "sparkmv" / "spark-pipeline.yml", lambda: client.spark))
     assert first.state == "COMPLETED"
     for table in TABLES:
         assert _mv_rows(client, table) == _sdp_rows(work, table), table
@@ -96,9 +131,12 @@ def test_sparkmv_gives_the_tables_spark_pipelines_gives(client: Any, work: Path)
         added = {"id": [500, 501], "amount": [8.0, 2.0]}
         write_partition(work / f"{tool}-sales", "m", "2024-02", added, "part-9.parquet")
         shutil.rmtree(work / f"{tool}-sales" / "m=2024-03")
+        _events(work / f"{tool}-events", "b.json", range(10, 14))
     _sdp(work, "spark-sql", "-e", "MSCK REPAIR TABLE sales SYNC PARTITIONS")
-    second = run_pipeline(client, load_project(work / "sparkmv" / "spark-pipeline.yml"))
+    second = run_pipeline(client, load_project(work / "sparkmv" / "spark-pipeline.yml", lambda: client.spark))
     assert second.state == "COMPLETED"
+    events = next(r for r in second.results if r.name.name == "events")
+    assert (events.technique, events.reason) == ("INCREMENTAL", "flows events_json: appended 4 rows (events_json 4)")
     by_month = next(r for r in second.results if r.name.name == "by_month")
     assert by_month.technique in ("PCT", "INCREMENTAL"), by_month  # only what changed
     _sdp(work, "spark-pipelines", "run", "--remote", "local[2]", "--full-refresh-all")

@@ -129,15 +129,6 @@ def test_bad_definitions(tmp_path: Path, files: dict[str, str], where: str, mess
     assert message in text, text
 
 
-def test_python_streaming_definitions_refused(tmp_path: Path) -> None:
-    code = "from pyspark import pipelines as dp\ndp.create_streaming_table('events')\n"
-    path = project(tmp_path, GOOD_SPEC, {"s.py": code})
-    assert error_of(path) == (
-        f"{tmp_path / 'defs' / 's.py'}:2: streaming table events: streaming tables, flows and sinks are not "
-        "supported by sparkmv pipeline yet (materialized views and temporary views are)"
-    )
-
-
 def test_streaming_table_flows_fold_into_one_query_by_name(tmp_path: Path) -> None:
     sql = (
         "CREATE OR REFRESH STREAMING TABLE events PARTITIONED BY (day) TBLPROPERTIES ('quality' = 'raw');\n"

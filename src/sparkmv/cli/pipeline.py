@@ -111,7 +111,7 @@ def dry_run_command(spec: SpecOption = None) -> None:
     console.print(f"pipeline {project.spec.name}: {project.spec.path}", highlight=False, soft_wrap=True)
     for name in graph.order():
         ds = graph.datasets[name]
-        source = "sql" if ds.function is None else "python"
+        source = "python" if ds.is_python else "sql"
         if name in graph.reads:
             reads = ", ".join(n.display for n in graph.reads[name]) or "-"
         else:

@@ -16,6 +16,10 @@ sparkmv's first promise that a table equals its query:
 - a table joined without ``STREAM`` (a stream-static join) is read as it is now: its changes
   update the joined rows, where a streaming join keeps what it joined at the time.
 
+A streaming table fed by Python flows (``@dp.table``, ``@dp.append_flow``) keeps its flows as
+they are (``Dataset.python_flows``): they run as Spark streams (:mod:`sparkmv.pipeline.python_stream`).
+One table's flows are all SQL or all Python.
+
 ``INSERT INTO t BY NAME`` matches columns by name, so every flow of a table with several flows
 must name its columns (no ``*``) and give the same set of names; each flow's select list is
 put in the first flow's order. Adding or changing a flow changes the table's query: the run
@@ -28,7 +32,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.names import ObjectName
-from sparkmv.pipeline.model import FLOW, STREAMING_TABLE, Dataset, PipelineDefinitionError
+from sparkmv.pipeline.model import FLOW, STREAMING_TABLE, Dataset, PipelineDefinitionError, PythonFlow
 
 
 def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
@@ -38,8 +42,8 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
     Raises:
         PipelineDefinitionError: ``<file>:<line>: ...`` for a flow writing to something that is
             not a streaming table of the pipeline, a flow name used twice, a streaming table
-            with no flow, flows whose columns do not match, or a materialized view or
-            temporary view reading ``STREAM(t)``.
+            with no flow, flows whose columns do not match, SQL and Python flows into one
+            table, or a materialized view or temporary view reading ``STREAM(t)``.
     """
     tables = {d.name: d for d in datasets if d.kind == STREAMING_TABLE}
     fed: dict[ObjectName, list[Dataset]] = {name: [] for name in tables}
@@ -68,7 +72,15 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
             )
         fed[ds.target].append(ds)
     for name, table in tables.items():
+        if table.python_flows or any(f.function is not None for f in fed[name]):
+            _fold_python(table, fed[name])
+            continue
         flows = ([table] if table.query is not None else []) + fed[name]
+        if not flows and table.file.suffix == ".py":
+            raise PipelineDefinitionError(
+                f"{table.where}: streaming table {name.display} has no flow: give it "
+                f'@dp.append_flow(target="{name.name}")'
+            )
         if not flows:
             raise PipelineDefinitionError(
                 f"{table.where}: streaming table {name.display} has no flow: give it AS SELECT ..., or "
@@ -78,6 +90,27 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
         table.flows = [f.name.name for f in flows]
         table.streams = [s for f in flows for s in f.streams]
     return out
+
+
+def _fold_python(table: Dataset, fed: list[Dataset]) -> None:
+    """Give streaming table ``table`` its Python flows: its own (``@dp.table``) first, then
+    the ``@dp.append_flow`` ones, in definition order.
+
+    Raises:
+        PipelineDefinitionError: a SQL flow (or ``AS SELECT``) and a Python flow into one table.
+    """
+    sql = [f for f in ([table] if table.query is not None else []) + fed if f.function is None]
+    if sql:
+        python = next(f for f in [table, *fed] if f.function is not None)
+        raise PipelineDefinitionError(
+            f"{python.where}: streaming table {table.name.display} is fed by SQL ({sql[0].where}) and by Python "
+            f"flow {python.name.display}: sparkmv runs the flows of one streaming table in one language"
+        )
+    table.python_flows = [
+        *table.python_flows,
+        *(PythonFlow(f.name.name, f.function, f.file, f.line) for f in fed if f.function),
+    ]
+    table.flows = [f.name for f in table.python_flows]
 
 
 def union_by_name(table: Dataset, flows: list[Dataset]) -> str:

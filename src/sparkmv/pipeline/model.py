@@ -23,6 +23,22 @@ class PipelineDefinitionError(SparkMvError):
     """A definition file that cannot be loaded; the message starts with the file's path."""
 
 
+@dataclass(frozen=True)
+class PythonFlow:
+    """One Python flow of a streaming table: ``@dp.table``'s own function (named as the
+    table) or an ``@dp.append_flow(target=...)``; ``function`` returns its DataFrame."""
+
+    name: str
+    function: Callable[..., Any]
+    file: Path
+    line: int = 1
+
+    @property
+    def where(self) -> str:
+        """``file:line`` for messages."""
+        return f"{self.file}:{self.line}"
+
+
 @dataclass
 class Dataset:
     """One dataset of the graph.
@@ -42,6 +58,8 @@ class Dataset:
         streams: the tables the query reads as ``STREAM(t)`` (rewritten to ``t`` in ``query``).
         flows: a streaming table's flows by name, its own ``AS SELECT`` first (the flow of
             the table's name), as folded by :mod:`sparkmv.pipeline.flows`.
+        python_flows: a streaming table fed by Python flows: those flows (folded by
+            :mod:`sparkmv.pipeline.flows`; run by :mod:`sparkmv.pipeline.python_stream`).
     """
 
     name: ObjectName
@@ -56,6 +74,12 @@ class Dataset:
     target: ObjectName | None = None
     streams: list[ObjectName] = field(default_factory=list)
     flows: list[str] = field(default_factory=list)
+    python_flows: list[PythonFlow] = field(default_factory=list)
+
+    @property
+    def is_python(self) -> bool:
+        """Defined in Python: a query function, or a streaming table fed by Python flows."""
+        return self.function is not None or bool(self.python_flows)
 
     @property
     def where(self) -> str:

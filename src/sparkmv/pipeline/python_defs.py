@@ -5,10 +5,21 @@ directory at the spec's folder) with pyspark's active graph element registry
 (``pyspark.pipelines.graph_element_registry``) set to :class:`CapturingRegistry`. What the
 decorators declare becomes datasets:
 
-- ``@dp.materialized_view`` and ``@dp.table`` (its query function must return a batch
-  DataFrame; a streaming one is refused when the run calls it): a materialized view;
+- ``@dp.materialized_view``: a materialized view (its query function returns a batch
+  DataFrame);
+- ``@dp.table``: a streaming table whose own flow is the query function. When the function
+  returns a streaming DataFrame (``spark.readStream...``) the table is appended the new rows
+  of its source on each run (:mod:`sparkmv.pipeline.python_stream`); when it returns a batch
+  DataFrame, which ``spark-pipelines`` refuses (``INVALID_FLOW_QUERY_TYPE``), sparkmv keeps it
+  as a Python materialized view (:mod:`sparkmv.pipeline.python_mv`), as before;
+- ``dp.create_streaming_table(name)``: a streaming table fed by flows;
+- ``@dp.append_flow(target=name)``: a flow (a dataset of kind ``flow``), folded into its
+  streaming table by :mod:`sparkmv.pipeline.flows` (also one declared in another file or in
+  SQL with ``CREATE STREAMING TABLE name``); its function must return a streaming DataFrame;
 - ``@dp.temporary_view``: a temporary view;
-- ``dp.create_streaming_table``, ``@dp.append_flow`` and sinks: refused (not yet supported).
+- sinks (``dp.create_sink``): refused.
+
+``partition_cols`` of a streaming table, ``cluster_by``, ``schema`` and ``format`` are refused.
 
 The query functions are not called here (SDP calls them at run time, with the session active).
 """
@@ -23,7 +34,15 @@ from pathlib import Path
 from typing import Any
 
 from sparkmv.names import ObjectName
-from sparkmv.pipeline.model import MATERIALIZED_VIEW, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
+from sparkmv.pipeline.model import (
+    FLOW,
+    MATERIALIZED_VIEW,
+    STREAMING_TABLE,
+    TEMPORARY_VIEW,
+    Dataset,
+    PipelineDefinitionError,
+    PythonFlow,
+)
 
 
 def load_python_file(path: Path, namespace: str, root: Path) -> list[Dataset]:
@@ -81,27 +100,37 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
         line = output.source_code_location.line_number or 1
         where = f"{path}:{line}"
         flow = flows.pop(output.name, None)
+        if flow is not None and flow.target != output.name:
+            flows[flow.name] = flow  # an append flow named as the output: a flow like any other
+            flow = None
         if isinstance(output, TemporaryView) and flow is not None:
             kind = TEMPORARY_VIEW
-        elif isinstance(output, MaterializedView | StreamingTable) and flow is not None and flow.target == output.name:
+        elif isinstance(output, MaterializedView) and flow is not None:
             kind = MATERIALIZED_VIEW
+        elif isinstance(output, StreamingTable):
+            kind = STREAMING_TABLE
         else:
-            what = "streaming table" if isinstance(output, StreamingTable) else type(output).__name__
             raise PipelineDefinitionError(
-                f"{where}: {what} {output.name}: streaming tables, flows and sinks are not supported by "
-                "sparkmv pipeline yet (materialized views and temporary views are)"
+                f"{where}: {type(output).__name__} {output.name}: sinks are not supported by sparkmv pipeline "
+                "(materialized views, streaming tables, flows and temporary views are)"
             )
         name = _name(output.name, namespace, where)
-        ds = Dataset(name, kind, path, line, function=flow.func, comment=output.comment)
-        if kind == MATERIALIZED_VIEW:
+        ds = Dataset(name, kind, path, line, function=flow.func if flow else None, comment=output.comment)
+        if kind != TEMPORARY_VIEW:
             _table_options(ds, output, where)
+        if kind == STREAMING_TABLE:
+            if ds.partition_by:
+                raise PipelineDefinitionError(
+                    f"{where}: partition_cols of a Python streaming table is not supported by sparkmv pipeline"
+                )
+            if flow is not None:  # @dp.table: its function is the table's own flow
+                ds.python_flows = [PythonFlow(flow.name, flow.func, path, line)]
         out.append(ds)
-    if flows:
-        flow = next(iter(flows.values()))
-        raise PipelineDefinitionError(
-            f"{path}:{flow.source_code_location.line_number or 1}: flow {flow.name} into {flow.target}: "
-            "flows are not supported by sparkmv pipeline yet"
-        )
+    for flow in flows.values():  # @dp.append_flow: folded into its target by sparkmv.pipeline.flows
+        line = flow.source_code_location.line_number or 1
+        where = f"{path}:{line}"
+        target = _name(flow.target, namespace, where)
+        out.append(Dataset(_name(flow.name, namespace, where), FLOW, path, line, function=flow.func, target=target))
     return out
 
 

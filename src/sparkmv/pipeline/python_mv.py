@@ -50,6 +50,17 @@ class PythonRefresh:
     rows: int | None
 
 
+def ensure_not_sparkmv_object(client: Client, name: ObjectName) -> None:
+    """Refuse a Python dataset named as a sparkmv object (an MV or table sparkmv maintains).
+
+    Raises:
+        SparkMvError: ``<name> is already a sparkmv object that is not a Python dataset``.
+    """
+    with client.runtime.catalog.read() as s:
+        if client.runtime.catalog.objects.find(s, name) is not None:
+            raise SparkMvError(f"{name.display} is already a sparkmv object that is not a Python dataset")
+
+
 def fingerprint(df: DataFrame, function: Any) -> tuple[str, str | None]:
     """The input fingerprint of ``df`` and, when the inputs are not only files, why it can
     never be trusted (then the MV is always recomputed)."""
@@ -84,11 +95,13 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
         StorageError: the commit failed (the table is unchanged).
     """
     store = client.runtime.iceberg
-    with client.runtime.catalog.read() as s:
-        if client.runtime.catalog.objects.find(s, name) is not None:
-            raise SparkMvError(f"{name.display} is already a sparkmv object that is not a Python materialized view")
+    ensure_not_sparkmv_object(client, name)
     if df.isStreaming:
-        raise SparkMvError(f"{name.display}: the query function returns a streaming DataFrame (not supported yet)")
+        raise SparkMvError(
+            f"{name.display}: Materialized views may only be defined by a batch relation, but the flow {name.name} "
+            f"attempts to write a streaming relation to the materialized view {name.display} (a streaming "
+            "DataFrame feeds a streaming table: @dp.table or @dp.append_flow)"
+        )
     from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
 
     df = normalize_for_iceberg(df)
@@ -107,7 +120,9 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
         elif untrusted:
             reason = f"recomputed on every run: {untrusted}"
         elif stored == fp:
-            return PythonRefresh("SKIPPED", "SKIP", "no input changed (same plan, code and input files)", _rows(table))
+            return PythonRefresh(
+                "SKIPPED", "SKIP", "no input changed (same plan, code and input files)", table_rows(table)
+            )
         else:
             reason = "an input changed (plan, code or input files)"
     if not store.exists(name):
@@ -115,7 +130,7 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
     table = store.load(name)
     files = _write(df, warehouse.join(table.location(), "data", f"pipeline-{uuid.uuid4().hex}"))
     store.publish(name, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
-    return PythonRefresh("SUCCESS", "FULL", reason, _rows(store.load(name)))
+    return PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name)))
 
 
 def _write(df: DataFrame, directory: str) -> list[str]:
@@ -124,7 +139,9 @@ def _write(df: DataFrame, directory: str) -> list[str]:
     return sorted(f.path for f in warehouse.list_files(directory) if f.name.endswith(".parquet"))
 
 
-def _rows(table: Any) -> int | None:
+def table_rows(table: Any) -> int | None:
+    """Rows of the Iceberg table's current snapshot (its summary's ``total-records``; 0
+    without a snapshot)."""
     snap = table.current_snapshot()
     if snap is None or snap.summary is None:
         return 0

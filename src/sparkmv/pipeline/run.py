@@ -12,7 +12,9 @@ that are sparkmv properties (``refresh_mode``, ``partition_refresh_number``, ...
 ``sparkmv.refresh`` configuration becomes each SQL dataset's refresh scheme (``ALTER ...
 REFRESH``), so ``sparkmv scheduler`` runs the pipeline on that schedule, in dependency order.
 
-A Python materialized view is refreshed by :mod:`.python_mv`. Its query function reads tables
+A Python materialized view is refreshed by :mod:`.python_mv`, a streaming table fed by Python
+flows by :mod:`.python_stream` (``@dp.table`` whose function returns a batch DataFrame is a
+Python materialized view). Its query function reads tables
 by name (``spark.table("x")`` / ``spark.read.table``, ``spark.sql``): each name Spark cannot
 resolve is bound, as a temporary view, to the sparkmv table's current snapshot, or to a
 temporary view of the pipeline; a pipeline dataset not yet refreshed in this run puts the
@@ -137,11 +139,13 @@ def run_pipeline(
 def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
     if ds.query is not None:
         return _run_sql_mv(client, project, ds, force)
+    if ds.python_flows:
+        return _run_python_table(client, project, ds, force, done)
     return _run_python_mv(client, project, ds, force, done)
 
 
 def _source(ds: Dataset) -> str:
-    return "sql" if ds.function is None else "python"
+    return "python" if ds.is_python else "sql"
 
 
 def sparkmv_properties(props: dict[str, str]) -> dict[str, str]:
@@ -230,19 +234,60 @@ def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, d
     return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
 
 
-def _call(client: Client, project: Project, ds: Dataset, bound: list[str], done: set[ObjectName]) -> Any:
-    """``ds``'s DataFrame (its function called, or its SQL run), every table name Spark cannot
-    resolve bound to a temporary view first (the names bound are added to ``bound``; ``done``:
-    the datasets this run has finished with).
+def _run_python_table(
+    client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]
+) -> DatasetResult:
+    """A streaming table fed by Python flows (:mod:`.python_stream`); ``@dp.table`` whose
+    function returns a batch DataFrame is kept as a Python MV."""
+    from sparkmv.pipeline.python_mv import refresh_python_mv
+    from sparkmv.pipeline.python_stream import checkpoint_root, refresh_streaming_table, streaming_error
+
+    bound: list[str] = []
+    try:
+        frames = []
+        for flow in ds.python_flows:
+            try:
+                frames.append((flow, _call(client, project, ds, bound, done, flow.function)))
+            except _NeedsDataset:
+                raise
+            except Exception as exc:
+                if not _is_user_error(exc):
+                    raise
+                raise streaming_error(flow, exc) from exc
+        if ds.function is not None and len(frames) == 1 and not frames[0][1].isStreaming:
+            refreshed = refresh_python_mv(client, ds.name, frames[0][1], ds.function, force)
+            return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
+        storage = checkpoint_root(project.spec.storage, project.spec.root)
+        refreshed = refresh_streaming_table(client, ds.name, frames, storage, force)
+    finally:
+        for view in bound:
+            client.spark.catalog.dropTempView(view)
+    return DatasetResult(
+        ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows, kind=ds.kind
+    )
+
+
+def _call(
+    client: Client,
+    project: Project,
+    ds: Dataset,
+    bound: list[str],
+    done: set[ObjectName],
+    function: Callable[[], Any] | None = None,
+) -> Any:
+    """``ds``'s DataFrame (``function`` or its own function called, or its SQL run), every table
+    name Spark cannot resolve bound to a temporary view first (the names bound are added to
+    ``bound``; ``done``: the datasets this run has finished with).
 
     Raises:
         _NeedsDataset: it reads a pipeline MV that this run has not refreshed yet.
     """
     spark = client.spark
+    function = function or ds.function
     for _ in range(1000):
         try:
-            if ds.function is not None:
-                df = ds.function()
+            if function is not None:
+                df = function()
             else:
                 df = spark.sql(ds.query or "")
             _ = df.schema  # analysed now, so an unknown table surfaces here

@@ -1,0 +1,256 @@
+"""Python streaming tables: Spark streams appended to an Iceberg table, each row once.
+
+A streaming table fed by Python flows (``@dp.table`` returning ``spark.readStream...``,
+``dp.create_streaming_table`` + ``@dp.append_flow``) is a plain Iceberg table of sparkmv's
+catalog, like a Python materialized view (:mod:`.python_mv`): any SQL MV can read it, and
+incrementally, since a run only appends.
+
+One run, per flow: its streaming DataFrame runs with Structured Streaming,
+``foreachBatch`` + ``trigger(availableNow=True)`` (every row available when the run starts,
+then stop), with its own checkpoint under the spec's ``storage``:
+``<storage>/_checkpoints/<database>.<table>/<epoch>/<flow>``. Each micro-batch is written as
+Parquet files to ``<table location>/data/stream-<epoch>/<flow>/batch-<id>`` (overwritten
+when Spark replays the batch after a crash). When every flow has stopped, the new batches of
+every flow are committed to the table in **one** Iceberg append whose snapshot summary
+records, per flow, the last batch id committed (``sparkmv.stream.flow.<flow>``) and the epoch
+(``sparkmv.stream.epoch``): readers see all of the run's rows or none. Exactly once: a batch
+is in the checkpoint before it is committed, a batch id at or below the recorded one is never
+written or committed again, and batches staged by a run that died before its commit are
+committed by the next run.
+
+- No new input (no batch ran, none left staged): SKIPPED.
+- ``--full-refresh`` (or a change of the table's columns): a new epoch (fresh checkpoints,
+  every source read from its start) whose rows replace every file of the table in one
+  ``overwrite`` commit (when the columns changed the table is dropped and created again, as
+  for a Python MV); the old epoch's checkpoints are deleted after the commit.
+- A flow added later starts from the start of its source (as in ``spark-pipelines``); a
+  flow removed keeps its rows; a flow's code changed keeps its checkpoint.
+- A flow that fails: the table is unchanged (a table this run created is dropped with its
+  checkpoints); the batches the other flows staged are committed by the next run.
+- A flow returning a batch DataFrame is refused with ``spark-pipelines``' own text.
+
+Readable as streams here: Spark's file sources (``spark.readStream.format("json" | "parquet"
+| "csv" | "orc" | "text").schema(...).load(dir)``) and the other built-in ones (``rate``).
+This Spark has no Iceberg or Delta streaming source, so ``spark.readStream.table(t)`` of a
+sparkmv table or a pipeline dataset is refused with a message naming the flow's file:line.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from sparkmv.errors import SparkMvError
+from sparkmv.names import ObjectName
+from sparkmv.pipeline.model import PythonFlow
+from sparkmv.pipeline.python_mv import PythonRefresh, ensure_not_sparkmv_object, table_rows
+from sparkmv.storage import warehouse
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
+
+    from sparkmv.client.client import Client
+
+EPOCH_PROPERTY = "sparkmv.stream.epoch"
+FLOW_PROPERTY = "sparkmv.stream.flow."
+STREAM_SOURCES = (
+    'sparkmv reads streams from files (spark.readStream.format("json"|"parquet"|"csv"|"orc"|"text")'
+    ".schema(...).load(dir)) and Spark's built-in sources; this Spark has no Iceberg or Delta streaming "
+    "source (read a table with spark.read.table in a materialized view)"
+)
+
+
+@dataclass(frozen=True)
+class StreamState:
+    """What a streaming table has consumed: the epoch of its checkpoints and, per flow, the
+    last micro-batch id committed (-1: none)."""
+
+    epoch: str
+    batches: dict[str, int]
+
+    def properties(self) -> dict[str, str]:
+        """The snapshot summary properties recording this state."""
+        return {EPOCH_PROPERTY: self.epoch, **{FLOW_PROPERTY + f: str(b) for f, b in self.batches.items()}}
+
+
+def checkpoint_root(storage: str, spec_root: Path) -> str:
+    """``<storage>/_checkpoints`` (a relative ``storage`` is read from the spec's folder)."""
+    base = storage if warehouse.is_url(storage) or Path(storage).is_absolute() else str(spec_root / storage)
+    return warehouse.join(base, "_checkpoints")
+
+
+def streaming_error(flow: PythonFlow, exc: BaseException) -> SparkMvError:
+    """The message of a flow whose function failed or whose DataFrame cannot run as a stream:
+    ``<file>:<line>: flow <name>: <Spark's line>`` plus, for a source Spark cannot stream here,
+    :data:`STREAM_SOURCES`."""
+    from sparkmv.storage.spark_log import spark_error_line
+
+    text = str(exc) if isinstance(exc, SparkMvError) else spark_error_line(exc)
+    condition = getattr(exc, "getCondition", lambda: None)()
+    if condition == "_LEGACY_ERROR_TEMP_1008":
+        text = f"spark.readStream.table reads a table that is not a stream here: {STREAM_SOURCES}"
+    elif "DATA_SOURCE_NOT_FOUND" in text:
+        text = f"{text}; {STREAM_SOURCES}"
+    return SparkMvError(f"{flow.where}: flow {flow.name}: {text}")
+
+
+def refresh_streaming_table(
+    client: Client, name: ObjectName, frames: list[tuple[PythonFlow, DataFrame]], checkpoints: str, force: bool
+) -> PythonRefresh:
+    """Append the new rows of every flow's stream to streaming table ``name`` (rules in the
+    module docstring); ``checkpoints``: :func:`checkpoint_root`.
+
+    Raises:
+        SparkMvError: the name is another sparkmv object; a flow returns a batch DataFrame;
+            flows give different column names (naming the flow); a recorded checkpoint is
+            missing; a stream failed (``<file>:<line>: flow <name>: ...``; the table is unchanged).
+        StorageError: the commit failed (the table is unchanged).
+    """
+    from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
+
+    ensure_not_sparkmv_object(client, name)
+    store = client.runtime.iceberg
+    frames = [(flow, normalize_for_iceberg(_streaming(name, flow, df))) for flow, df in frames]
+    columns = _columns(name, frames)
+    reason = None
+    if store.exists(name) and store.load(name).schema().as_arrow().names != columns:
+        _drop(client, name, checkpoints)
+        reason = "its columns changed: table recreated"
+    if not store.exists(name):
+        store.create_table(name, spark_to_arrow(frames[0][1].schema), None)
+        reason = reason or "created"
+    table = store.load(name)
+    old = _state(table)
+    if force:
+        state = StreamState(uuid.uuid4().hex, {})  # fresh checkpoints: every source from its start
+    elif old is not None:
+        state = StreamState(old.epoch, dict(old.batches))
+    else:  # never committed: the table's own epoch, so a first run that died before its commit is resumed
+        state = StreamState(str(table.metadata.table_uuid).replace("-", ""), {})
+    root = warehouse.join(checkpoints, name.qualified, state.epoch)
+    staged: dict[str, list[str]] = {}
+    for flow, df in frames:
+        committed = state.batches.get(flow.name, -1)
+        checkpoint = warehouse.join(root, flow.name)
+        if committed >= 0 and not warehouse.exists(checkpoint):
+            raise SparkMvError(
+                f"{flow.where}: flow {flow.name}: its checkpoint {checkpoint} is missing (its rows up to "
+                f"batch {committed} are in {name.display}): run with --full-refresh {name.name}"
+            )
+        staging = warehouse.join(table.location(), "data", f"stream-{state.epoch}", flow.name)
+        try:
+            _run_stream(df.select(*[f"`{c}`" for c in columns]), checkpoint, staging, committed)
+        except Exception as exc:
+            if reason is not None:  # created by this run: left as it was before, no table
+                _drop(client, name, checkpoints)
+            raise streaming_error(flow, exc) from exc
+        staged[flow.name], state.batches[flow.name] = _staged(staging, committed)
+    return _commit(client, name, state, staged, force, checkpoints, reason)
+
+
+def _streaming(name: ObjectName, flow: PythonFlow, df: DataFrame) -> DataFrame:
+    if not df.isStreaming:
+        raise SparkMvError(
+            f"{flow.where}: flow {flow.name}: Streaming tables may only be defined by streaming relations, but the "
+            f"flow {flow.name} attempts to write a batch relation to the streaming table {name.display} "
+            "(return spark.readStream...; or define a @dp.materialized_view)"
+        )
+    return df
+
+
+def _columns(name: ObjectName, frames: list[tuple[PythonFlow, DataFrame]]) -> list[str]:
+    """The table's columns: the first flow's; every other flow must give the same names."""
+    first = [f.name for f in frames[0][1].schema.fields]
+    for flow, df in frames[1:]:
+        names = [f.name for f in df.schema.fields]
+        if sorted(n.lower() for n in names) != sorted(n.lower() for n in first):
+            raise SparkMvError(
+                f"{flow.where}: flow {flow.name} gives columns ({', '.join(names)}) but streaming table "
+                f"{name.display} has ({', '.join(first)})"
+            )
+    return first
+
+
+def _state(table: Any) -> StreamState | None:
+    """The state recorded by the newest snapshot (of the current one's ancestry) that has one."""
+    snap = table.current_snapshot()
+    while snap is not None:
+        summary = snap.summary.additional_properties if snap.summary is not None else {}
+        if EPOCH_PROPERTY in summary:
+            batches = {k[len(FLOW_PROPERTY) :]: int(v) for k, v in summary.items() if k.startswith(FLOW_PROPERTY)}
+            return StreamState(summary[EPOCH_PROPERTY], batches)
+        snap = table.snapshot_by_id(snap.parent_snapshot_id) if snap.parent_snapshot_id is not None else None
+    return None
+
+
+def _run_stream(df: DataFrame, checkpoint: str, staging: str, committed: int) -> None:
+    """Run ``df`` until every row available now is processed; each micro-batch written as
+    Parquet to ``<staging>/batch-<id>`` (batch ids at or below ``committed`` are skipped)."""
+    spark_staging = warehouse.spark_path(staging)
+
+    def write_batch(batch: DataFrame, batch_id: int) -> None:  # runs on the driver (or Connect's server)
+        if batch_id > committed:
+            batch.write.mode("overwrite").parquet(f"{spark_staging}/batch-{batch_id}")
+
+    query = (
+        df.writeStream.foreachBatch(write_batch)
+        .trigger(availableNow=True)
+        .option("checkpointLocation", warehouse.spark_path(checkpoint))
+        .start()
+    )
+    query.awaitTermination()
+
+
+def _staged(staging: str, committed: int) -> tuple[list[str], int]:
+    """The Parquet files of the batches staged after ``committed``, and the last batch id."""
+    files: list[str] = []
+    last = committed
+    for entry in warehouse.list_dir(staging):
+        if not entry.name.startswith("batch-") or not entry.name[6:].isdigit() or int(entry.name[6:]) <= committed:
+            continue
+        last = max(last, int(entry.name[6:]))
+        found = warehouse.list_files(warehouse.join(staging, entry.name))
+        files += sorted(f.path for f in found if f.name.endswith(".parquet") and not f.name.startswith((".", "_")))
+    return files, last
+
+
+def _commit(
+    client: Client,
+    name: ObjectName,
+    state: StreamState,
+    staged: dict[str, list[str]],
+    force: bool,
+    checkpoints: str,
+    reason: str | None,
+) -> PythonRefresh:
+    """One Iceberg commit of every flow's new files (replacing every file on a full refresh)."""
+    store = client.runtime.iceberg
+    files = [f for fs in staged.values() for f in fs]
+    flows = ", ".join(staged)
+    if not files and not force and not reason:
+        return PythonRefresh("SKIPPED", "SKIP", f"flows {flows}: no new input", table_rows(store.load(name)))
+    before = 0 if force else table_rows(store.load(name)) or 0
+    store.publish(name, 0, files, None if force else [], extra_properties=state.properties())
+    if force:  # the other epochs' checkpoints are no longer used
+        for entry in warehouse.list_dir(warehouse.join(checkpoints, name.qualified)):
+            if entry.name != state.epoch:
+                warehouse.remove_tree(warehouse.join(checkpoints, name.qualified, entry.name))
+    rows = table_rows(store.load(name))
+    counts = ", ".join(f"{f} {_rows_of(fs)}" for f, fs in staged.items())
+    if force or reason:
+        why = reason or "full refresh requested"
+        return PythonRefresh("SUCCESS", "FULL", f"flows {flows}: {why}: every source read from its start", rows)
+    appended = (rows or 0) - before
+    return PythonRefresh("SUCCESS", "INCREMENTAL", f"flows {flows}: appended {appended} rows ({counts})", rows)
+
+
+def _rows_of(files: list[str]) -> int:
+    return sum(int(warehouse.parquet_metadata(f).num_rows) for f in files)
+
+
+def _drop(client: Client, name: ObjectName, checkpoints: str) -> None:
+    """Drop the table and every checkpoint of it (its columns changed: built again)."""
+    client.runtime.iceberg.drop_table(name)
+    warehouse.remove_tree(warehouse.join(checkpoints, name.qualified))
