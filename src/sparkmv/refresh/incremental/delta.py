@@ -143,6 +143,14 @@ class Views:
         self.reduced: list[str] = []
         """What the semi-join reductions of the terms filtered (for the run's log)."""
         self.frames: dict[tuple[str, str], DataFrame] = {}
+        self.persisted: list[DataFrame] = []
+        """Frames cached for the run (an inner stage's signed delta, read by several terms
+        and by their reductions), unpersisted by :meth:`drop`."""
+
+    def persist(self, frame: DataFrame) -> DataFrame:
+        """``frame`` cached for the run (computed once, at its first use)."""
+        self.persisted.append(frame.persist())
+        return frame
 
     def view(self, table: str, role: str, pinned: PinnedTable) -> str:
         """The name of the temporary view of ``table`` in ``role`` (new, old, delta)."""
@@ -222,9 +230,11 @@ class Views:
         return self.created[key]
 
     def drop(self) -> None:
-        """Drop every view created."""
+        """Drop every view created and unpersist the cached frames."""
         for name in self.created.values():
             self.rt.spark.catalog.dropTempView(name)
+        for frame in self.persisted:
+            frame.unpersist()
 
 
 def project_to(df: DataFrame, target: StructType, keep: tuple[str, ...] = ()) -> DataFrame:

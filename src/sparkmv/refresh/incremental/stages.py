@@ -105,7 +105,8 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
         restrict = key_filter(terms.union, own.keyed.keys, fresh)
     if restrict is None:  # no key of the stage touched: it did not change
         return
-    views.frames[(stage.name, "delta")] = netted(restrict(fresh, True), restrict(before, True))
+    # Cached: every term reading the stage's delta, and their reductions, reuse it.
+    views.frames[(stage.name, "delta")] = views.persist(netted(restrict(fresh, True), restrict(before, True)))
     inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
 
 
