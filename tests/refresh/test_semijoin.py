@@ -172,3 +172,42 @@ def test_the_reduction_prunes_the_other_tables_row_groups_and_the_estimate_count
     run = _check(client, world)
     assert _scan_rows(terms[-1], "orders") == 8000
     assert "min/max pruning" not in run.candidates[0]["reason"]
+
+
+EXISTS_QUERY = (
+    "SELECT c.name, count(*) AS n, sum(o.amt) AS s FROM orders o JOIN cust c ON c.ck = o.ck "
+    "WHERE EXISTS (SELECT 1 FROM items i WHERE i.ok = o.ok AND i.qty > 0) GROUP BY c.name"
+)
+
+
+@pytest.mark.spark
+def test_a_semijoin_stage_is_estimated_by_its_keys_range(make_client: Any, tmp_path: Path) -> None:
+    """TPC-H Q4's shape: the EXISTS split into a stage of distinct order keys. New orders
+    above the old keys: the stage's recomputation and the terms over it are estimated at
+    the new files of items and orders (their bounds of ``ok``), not at the whole tables;
+    the refresh is INCREMENTAL and exact."""
+    client, world = _setup(make_client, tmp_path)
+    client.sql(f"CREATE MATERIALIZED VIEW mv_exists PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {EXISTS_QUERY}")
+    world.orders(8000, 8010)
+    run = client.refresh("mv_exists")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    con = duckdb.connect()
+    for name in SCHEMAS:
+        arrow = world.store.load(ObjectName("default", name)).scan().to_arrow()  # noqa: F841
+        con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
+    expected = sorted(con.execute(EXISTS_QUERY).fetchall(), key=repr)
+    assert sorted((tuple(r) for r in rows_of(client.table("mv_exists"))), key=repr) == expected
+    reason = run.candidates[0]["reason"]
+    staged = re.search(
+        r"inner stages \(__smv_stage_1\) recompute their touched keys over the old and new input \(~(\S+) (\S+)\)",
+        reason,
+    )
+    assert staged is not None and staged.group(2) in ("bytes", "KiB"), reason
+    items = sum(
+        f.file_size_in_bytes
+        for f in (t.file for t in world.store.load(ObjectName("default", "items")).scan().plan_files())
+    )
+    size = float(staged.group(1)) * (1024 if staged.group(2) == "KiB" else 1)
+    assert size * 4 < 2 * items, reason  # twice the new items file, not twice all of items
+    joined = re.search(r"joins (\S+) KiB of (\S+) KiB \(min/max pruning on [^)]*ok", reason)
+    assert joined is not None and float(joined.group(1)) * 4 < float(joined.group(2)), reason

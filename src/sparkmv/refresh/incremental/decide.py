@@ -21,7 +21,8 @@ from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
-from sparkmv.refresh.incremental.pruned import Loader, joined_bytes, stage_read_bytes
+from sparkmv.refresh.incremental.pruned import Loader, joined_bytes
+from sparkmv.refresh.incremental.stage_cost import stage_read_bytes, staged_joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
@@ -262,12 +263,13 @@ def _estimate(
     :mod:`sparkmv.refresh.incremental.candidates`)."""
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
-    join = joined_bytes(analysis, inp.pinned, changed, lambda p: _iceberg_table(rt, p))
+    load = lambda p: _iceberg_table(rt, p)  # noqa: E731
+    join = staged_joined_bytes(analysis, inp.pinned, changed, load) if changed else None
+    join = join or joined_bytes(analysis, inp.pinned, changed, load)
     joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
     keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
-    load = lambda p: _iceberg_table(rt, p)  # noqa: E731
     staged = stage_bytes(inp.pinned, analysis.stages, changed, load) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
     terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0

@@ -21,10 +21,9 @@ from pyiceberg.conversions import from_bytes
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThanOrEqual, LessThanOrEqual
 from pyiceberg.table import Table
 from pyiceberg.types import PrimitiveType
-from sqlglot import exp
 
 from sparkmv.analysis.incremental import IvmAnalysis, branches_reading
-from sparkmv.analysis.query import parse_query, referenced_tables, table_name
+from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.semijoin import Reduction, reductions
 from sparkmv.names import ObjectName
 from sparkmv.sources.changes import APPEND, BaseChange
@@ -152,71 +151,3 @@ def _range(table: Table, delta: PinnedTable, column: str) -> tuple[Any, ...] | N
     if seen != len(wanted):
         return None
     return (min(lows), max(highs)) if lows else ()
-
-
-def stage_read_bytes(
-    analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
-) -> int | None:
-    """Bytes one inner stage (``analysis``, by affected-key recomputation of one key) reads
-    of its base tables to recompute its touched keys over one input (new or old): the files
-    of its key's table whose bounds of the key column overlap the range of the key in the
-    appended files (the key filter's range, :func:`~sparkmv.refresh.incremental.delta.key_range`,
-    pushed into the scan), its other tables whole. None when that cannot be told: several
-    keys, a key that is not a column of one table, or a changed table of the stage other
-    than the key's, or a change that is not an append with statistics (then the caller
-    counts every table whole)."""
-    keyed = analysis.keyed
-    if keyed is None or len(keyed.keys) != 1:
-        return None
-    query = parse_query(analysis.augmented_sql)
-    owner = _key_column(query, keyed.keys[0])
-    if owner is None:
-        return None
-    table, column = owner
-    names = {str(t) for t in referenced_tables(query)}
-    mine = {t: p for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in names}
-    touched = {t: c for t, c in changed.items() if t in mine}
-    key_table = next((t for t in mine if str(ObjectName.parse(t, allow_reserved=True)) == table), None)
-    if key_table is None or set(touched) != {key_table}:
-        return None
-    change = touched[key_table]
-    if change.kind != APPEND or change.delta is None:
-        return None
-    try:
-        source, target = load(change.delta), load(mine[key_table])
-        if source is None or target is None:
-            return None
-        bounds = _range(source, change.delta, column)
-        if bounds is None:
-            return None
-        size = 0
-        if bounds != ():
-            name = target.schema().find_field(column, case_sensitive=False).name
-            cond = And(GreaterThanOrEqual(name, bounds[0]), LessThanOrEqual(name, bounds[1]))  # type: ignore[call-arg, arg-type]
-            tasks = target.scan(row_filter=cond, snapshot_id=mine[key_table].snapshot_id).plan_files()
-            size = sum(t.file.file_size_in_bytes for t in tasks)
-    except Exception:
-        return None
-    return size + sum(_bytes(p) for t, p in mine.items() if t != key_table)
-
-
-def _key_column(query: Any, key: str) -> tuple[str, str] | None:
-    """(table, column) of the select item named ``key`` when it is a plain column of one
-    base table of ``query``'s FROM / JOINs (qualified by it, or the only table)."""
-    if not isinstance(query, exp.Select):
-        return None
-    item = next((e for e in query.expressions if e.alias_or_name.lower() == key.lower()), None)
-    column = item.unalias() if item is not None else None
-    if not isinstance(column, exp.Column):
-        return None
-    from_ = query.args.get("from_")
-    sources = [from_.this] if from_ is not None else []
-    sources += [j.this for j in query.args.get("joins") or []]
-    tables = [s for s in sources if isinstance(s, exp.Table)]
-    if len(tables) != len(sources) or not tables:
-        return None
-    if column.table:
-        tables = [t for t in tables if t.alias_or_name.lower() == column.table.lower()]
-    if len(tables) != 1:
-        return None
-    return str(table_name(tables[0])), column.name

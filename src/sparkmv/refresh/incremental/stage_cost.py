@@ -1,0 +1,230 @@
+"""What the inner stages of a query (:mod:`sparkmv.analysis.stages`) and the delta terms over
+them read, from Iceberg's per-file min/max statistics (issue 24; no data read).
+
+An inner stage keyed by one column of one base table (TPC-H Q4's ``SELECT DISTINCT
+l_orderkey ...``, Q18's ``SELECT l_orderkey ... GROUP BY l_orderkey HAVING ...``) is
+recomputed for its touched keys through a key filter whose range Spark pushes into the scan
+(:func:`~sparkmv.refresh.incremental.delta.key_range`), and the delta terms above it read
+it filtered by the semi-join reduction of the changed table's join column
+(:mod:`sparkmv.refresh.incremental.semijoin`), pushed the same way. So, as for base tables
+(:mod:`sparkmv.refresh.incremental.pruned`), such a read costs the files of the stage's key
+table whose bounds of the key column overlap the range of the values filtered by; the
+stage's other tables count whole. Where a range is unknown (not an append, no statistics,
+a stage keyed otherwise), the whole tables count.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
+from sqlglot import exp
+
+from sparkmv.analysis.incremental import IvmAnalysis
+from sparkmv.analysis.query import parse_query, referenced_tables, table_name
+from sparkmv.analysis.semijoin import reductions
+from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental.pruned import Joined, Loader, _bytes, _range
+from sparkmv.sources.changes import APPEND, BaseChange
+from sparkmv.sources.pinned import PinnedTable
+
+
+@dataclass(frozen=True)
+class StageKey:
+    """An inner stage keyed by one column of one base table.
+
+    Attributes:
+        table: the key's base table (as ``pinned`` names it); column: its column.
+        key: the stage's output name of the key (``__smv_k0``); others: the bytes of the
+            stage's other base tables (read whole); tables: all its base tables.
+    """
+
+    table: str
+    column: str
+    key: str
+    others: int
+    tables: frozenset[str]
+
+
+def _name(table: str) -> ObjectName:
+    return ObjectName.parse(table, allow_reserved=True)
+
+
+def stage_key(analysis: IvmAnalysis, pinned: dict[str, PinnedTable]) -> StageKey | None:
+    """The :class:`StageKey` of an inner stage (its ``analysis``), None when it has several
+    keys or its key is not a plain column of one of its base tables."""
+    keyed = analysis.keyed
+    if keyed is None or len(keyed.keys) != 1:
+        return None
+    query = parse_query(analysis.augmented_sql)
+    owner = _key_column(query, keyed.keys[0])
+    if owner is None:
+        return None
+    names = {str(t) for t in referenced_tables(query)}
+    mine = [t for t in pinned if str(_name(t)) in names]
+    table = next((t for t in mine if str(_name(t)) == owner[0]), None)
+    if table is None:
+        return None
+    others = sum(_bytes(pinned[t]) for t in mine if t != table)
+    return StageKey(table, owner[1], keyed.keys[0].lower(), others, frozenset(mine))
+
+
+def _key_column(query: Any, key: str) -> tuple[str, str] | None:
+    """(table, column) of the select item named ``key`` when it is a plain column of one
+    base table of ``query``'s FROM / JOINs (qualified by it, or the only table)."""
+    if not isinstance(query, exp.Select):
+        return None
+    item = next((e for e in query.expressions if e.alias_or_name.lower() == key.lower()), None)
+    column = item.unalias() if item is not None else None
+    if not isinstance(column, exp.Column):
+        return None
+    from_ = query.args.get("from_")
+    sources = [from_.this] if from_ is not None else []
+    sources += [j.this for j in query.args.get("joins") or []]
+    tables = [s for s in sources if isinstance(s, exp.Table)]
+    if len(tables) != len(sources) or not tables:
+        return None
+    if column.table:
+        tables = [t for t in tables if t.alias_or_name.lower() == column.table.lower()]
+    if len(tables) != 1:
+        return None
+    return str(table_name(tables[0])), column.name
+
+
+def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...] | None) -> int | None:
+    """Bytes of ``pinned``'s files whose bounds of ``column`` overlap ``bounds`` (min, max):
+    0 for ``()`` (no non-NULL value), None when unknown."""
+    if bounds is None:
+        return None
+    if bounds == ():
+        return 0
+    try:
+        table = load(pinned)
+        if table is None:
+            return None
+        name = table.schema().find_field(column, case_sensitive=False).name
+        cond = And(GreaterThanOrEqual(name, bounds[0]), LessThanOrEqual(name, bounds[1]))  # type: ignore[call-arg, arg-type]
+        return sum(
+            t.file.file_size_in_bytes for t in table.scan(row_filter=cond, snapshot_id=pinned.snapshot_id).plan_files()
+        )
+    except Exception:
+        return None
+
+
+def delta_range(change: BaseChange, column: str, load: Loader) -> tuple[Any, ...] | None:
+    """(min, max) of ``column`` over an appended change's files (``()``: NULLs only), from
+    the manifests; None when not an append or unknown."""
+    if change.kind != APPEND or change.delta is None:
+        return None
+    try:
+        source = load(change.delta)
+        return None if source is None else _range(source, change.delta, column)
+    except Exception:
+        return None
+
+
+def stage_read_bytes(
+    analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
+) -> int | None:
+    """Bytes one inner stage (``analysis``) reads to recompute its touched keys over one input
+    (new or old): its key table's files overlapping the key's range in the appended files,
+    its other tables whole. None when that cannot be told: no :class:`StageKey`, a changed
+    table of the stage other than the key's, or a change that is not an append with
+    statistics (then the caller counts every table whole)."""
+    key = stage_key(analysis, pinned)
+    if key is None:
+        return None
+    if {t for t in changed if t in key.tables} != {key.table}:
+        return None
+    size = overlapping_bytes(load, pinned[key.table], key.column, delta_range(changed[key.table], key.column, load))
+    return None if size is None else size + key.others
+
+
+Bounds = Any  # (min, max), () or None, as delta_range gives
+
+
+def staged_joined_bytes(
+    analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
+) -> Joined | None:
+    """The :class:`Joined` bytes of the delta terms of a query over inner stages (its
+    ``staged_sql``, the delta rules above one level of stages): the term of a changed base
+    table of the query above, and of each stage whose key table changed, reads the other
+    tables and stages pruned by the range of the values its reductions filter by (module
+    docstring); None when a stage has no :class:`StageKey` or stages of its own (the caller
+    counts the tables whole)."""
+    if not analysis.stages or not analysis.staged_sql or analysis.keyed is not None:
+        return None
+    keys: dict[str, StageKey] = {}
+    for stage in analysis.stages:
+        key = stage_key(stage.analysis, pinned)
+        if key is None or stage.analysis.stages:
+            return None
+        keys[stage.name.lower()] = key
+    from sparkmv.storage.schema import schema_from_json  # imports pyspark: only when estimating
+
+    query = parse_query(analysis.staged_sql)
+    refs = {t.name.lower(): table_name(t) for t in query.find_all(exp.Table) if t.name.lower() in keys}
+    types = {
+        _name(t): {f.name.lower(): f.dataType.jsonValue() for f in schema_from_json(p.schema_json).fields}
+        for t, p in pinned.items()
+    }
+    columns: dict[ObjectName, dict[str, Any]] = {n: c for n, c in types.items() if n in set(referenced_tables(query))}
+    for ref, name in refs.items():
+        columns[name] = {keys[ref].key: types[_name(keys[ref].table)].get(keys[ref].column.lower())}
+    by_name = {_name(t): t for t in pinned}
+    stage_of = {name: keys[ref] for ref, name in refs.items()}
+    total = whole = 0
+    pruned_on: set[str] = set()
+    for source, bounds_of in _terms(columns, changed, refs, keys, load):
+        found = reductions(query, source, columns)
+        for other in sorted(columns, key=str):
+            if other == source:
+                continue
+            key = stage_of.get(other)
+            full = key.others + _bytes(pinned[key.table]) if key else _bytes(pinned[by_name[other]])
+            best: int | None = None
+            for r in (r for r in found if r.target == other):
+                if key is not None:
+                    size = (
+                        overlapping_bytes(load, pinned[key.table], key.column, bounds_of(r.source))
+                        if r.column == key.key
+                        else None
+                    )
+                    size = None if size is None else size + key.others
+                else:
+                    size = overlapping_bytes(load, pinned[by_name[other]], r.column, bounds_of(r.source))
+                if size is not None and (best is None or size < best):
+                    best = size
+                    if size < full:
+                        pruned_on.add(r.source)
+            total += full if best is None else best
+            whole += full
+    return Joined(total, whole, tuple(sorted(pruned_on)))
+
+
+def _terms(
+    columns: dict[ObjectName, dict[str, Any]],
+    changed: dict[str, BaseChange],
+    refs: dict[str, ObjectName],
+    keys: dict[str, StageKey],
+    load: Loader,
+) -> list[tuple[ObjectName, Any]]:
+    """(the table or stage read as its delta, column -> the range of its values in that
+    delta) per delta term of the query above the stages."""
+    terms: list[tuple[ObjectName, Any]] = []
+    for table, change in sorted(changed.items()):
+        name = _name(table)
+        if name in columns:
+            terms.append((name, lambda column, c=change: delta_range(c, column, load)))
+    for ref, name in refs.items():
+        key = keys[ref]
+        touched = {t for t in changed if t in key.tables}
+        if touched == {key.table}:  # the stage's touched keys: the key column's appended values
+            mine = changed[key.table]
+            terms.append(
+                (name, lambda column, c=mine, k=key: delta_range(c, k.column, load) if column == k.key else None)
+            )
+        elif touched:
+            terms.append((name, lambda column: None))
+    return terms
