@@ -92,6 +92,20 @@ def _key_column(query: Any, key: str) -> tuple[str, str] | None:
     return str(table_name(tables[0])), column.name
 
 
+_CACHE: dict[tuple[Any, ...], Any] = {}
+"""Ranges and overlapping bytes already planned in this process (each costs a scan plan of
+the table's manifests; one estimate asks for the same several times). Keys hold the
+snapshot ids and files, which never change in place."""
+
+
+def _cached(key: tuple[Any, ...], compute: Any) -> Any:
+    if key not in _CACHE:
+        if len(_CACHE) > 512:
+            _CACHE.clear()
+        _CACHE[key] = compute()
+    return _CACHE[key]
+
+
 def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...] | None) -> int | None:
     """Bytes of ``pinned``'s files whose bounds of ``column`` overlap ``bounds`` (min, max):
     0 for ``()`` (no non-NULL value), None when unknown."""
@@ -99,6 +113,11 @@ def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tu
         return None
     if bounds == ():
         return 0
+    key = ("overlap", pinned.name, pinned.snapshot_id, column.lower(), bounds)
+    return _cached(key, lambda: _overlapping(load, pinned, column, bounds))  # type: ignore[no-any-return]
+
+
+def _overlapping(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...]) -> int | None:
     try:
         table = load(pinned)
         if table is None:
@@ -117,6 +136,14 @@ def delta_range(change: BaseChange, column: str, load: Loader) -> tuple[Any, ...
     the manifests; None when not an append or unknown."""
     if change.kind != APPEND or change.delta is None:
         return None
+    delta = change.delta
+    files = frozenset(f for p in delta.partitions.values() for f in p.files)
+    key = ("range", delta.name, delta.snapshot_id, hash(files), len(files), column.lower())
+    return _cached(key, lambda: _delta_range(change, column, load))  # type: ignore[no-any-return]
+
+
+def _delta_range(change: BaseChange, column: str, load: Loader) -> tuple[Any, ...] | None:
+    assert change.delta is not None
     try:
         source = load(change.delta)
         return None if source is None else _range(source, change.delta, column)
