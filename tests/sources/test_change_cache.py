@@ -101,6 +101,33 @@ def test_the_second_mv_reads_the_netted_change_from_the_cache(make_client: Any, 
 
 
 @pytest.mark.spark
+def test_auto_does_not_net_a_rewrite_dearer_than_its_full_refresh(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Netting reads both versions of every rewritten file: when that is more than the MV's
+    FULL read (and than the fixed floor, lowered here to 0 for small tables), AUTO weighs
+    the change un-netted, stores nothing, and recomputes; still exact."""
+    from sparkmv.refresh.incremental import decide
+
+    monkeypatch.setattr(decide, "SIGNED_FIXED_BYTES", 0)
+    client = make_client(tmp_path / "home")
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    client.runtime.iceberg.create_table(ObjectName.parse("ice"), schema, None)
+    ice = client.runtime.iceberg.load(ObjectName.parse("ice"))
+    for f in range(4):
+        ice.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": [f * 300 + i for i in range(300)]}, schema))
+    client.sql(f"CREATE MATERIALIZED VIEW mv1 REFRESH DEFERRED AS {AGG}")
+    assert client.refresh("mv1").mode == "FULL"
+    client.runtime.iceberg.load(ObjectName.parse("ice")).delete("v = 5 OR v = 905 OR v = 305 OR v = 605")
+    run = client.refresh("mv1", raise_on_failure=True)
+    incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
+    assert "+1196 / -1200 rows (signed change log)" in incremental["reason"], incremental
+    assert run.mode == "FULL", run
+    assert not list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))
+    assert_mv_matches(client, "mv1", AGG)
+
+
+@pytest.mark.spark
 def test_spark_netting_keeps_exactly_the_changed_rows(spark: Any) -> None:
     """The Spark netting (hash buckets, then exact netting of the changed buckets) gives the
     multiset difference: rows retracted and added back cancel, duplicates count, and rows

@@ -177,7 +177,8 @@ def incremental_candidate(
             why = f"no consumed position of base table '{table}' (the last refresh did not cover every change)"
             return Candidate("INCREMENTAL", False, None, why), {}
         eager = mv.properties.refresh_mode == "AUTO" and analysis.keyed is None
-        change = _netted(rt, _change(rt, PinnedTable.from_json(positions[table]), new), eager)
+        full = sum(_bytes(p) for p in inp.pinned.values())
+        change = _netted(rt, _change(rt, PinnedTable.from_json(positions[table]), new), eager, full)
         if change.kind == "not_append_only":
             read = [change_json(c) for c in [*changes.values(), change]]
             return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed", changes=read), {}
@@ -208,17 +209,21 @@ def _change(rt: Runtime, consumed: PinnedTable, new: PinnedTable) -> BaseChange:
     return base_change(consumed, new, rt.iceberg.load(name) if new.kind == "iceberg" else None)
 
 
-def _netted(rt: Runtime, change: BaseChange, eager: bool) -> BaseChange:
+def _netted(rt: Runtime, change: BaseChange, eager: bool, full_bytes: int) -> BaseChange:
     """``change`` measured by its netted rows when the change cache holds them
     (:mod:`sparkmv.sources.change_cache`); when it does not and ``eager``, the change is
     netted now and stored (it costs about one read of the rewritten files, which every
     later MV over the same change then saves), so a copy-on-write delete of a few rows is
-    weighed as the few rows it is, not as the files it rewrote."""
+    weighed as the few rows it is, not as the files it rewrote. Not when netting reads more
+    than ``full_bytes`` (this MV's FULL read) and more than :data:`SIGNED_FIXED_BYTES`: at
+    TPC-H SF1, netting RF2's rewrite of every month of ``lineitem`` took 55-61 s against
+    10 s for a FULL of Q1, and the MVs after it mostly still recomputed (bench/RESULTS.md,
+    issue 24), so no MV pays it for the others."""
     delta = change.delta
     if change.kind != SIGNED or delta is None or from_feed(delta) or any("|" in k for k in delta.partitions):
         return change  # not an Iceberg change (Delta's are netted as they are read)
     found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
-    if found is None and eager and rt.has_spark:
+    if found is None and eager and rt.has_spark and change.delta_bytes <= max(full_bytes, SIGNED_FIXED_BYTES):
         from sparkmv.sources.resolve import read_pinned
 
         read_pinned(rt.spark, delta, store=rt.iceberg)  # nets and stores the change
