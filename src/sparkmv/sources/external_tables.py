@@ -28,6 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.transforms import (
     DayTransform,
     HourTransform,
@@ -41,7 +42,7 @@ from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName
 from sparkmv.sources import external
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
-from sparkmv.storage import partition_values
+from sparkmv.storage import iceberg_manifests, partition_values
 from sparkmv.storage.iceberg import DataFile
 from sparkmv.storage.lazy import lazy_module
 
@@ -85,6 +86,70 @@ def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
     )
     if snap is None:
         return base
+    if iceberg_manifests.has_delete_files(table, snap):
+        return _pin_planned(name, table, snap, base, column, transform, reason)
+    entries = [e for e in iceberg_manifests.live_files(table, snap) if e.content == 0]
+    if reason is None and any(e.spec_id != table.spec().spec_id for e in entries):
+        reason = f"base table '{name.qualified}' has data files of an older partition spec (partition spec evolution)"
+        base = dataclasses.replace(base, partition_columns=[], partition_transforms=[], partition_reason=reason)
+    source_type = _source_type(table, column)
+    keyed = column is not None and reason is None
+    texts: dict[Any, str] = {}
+    groups: dict[str, list[iceberg_manifests.FileEntry]] = {}
+    for e in entries:
+        key = UNPARTITIONED
+        if keyed and column:
+            raw = e.partition[0]
+            key = texts.get(raw) or texts.setdefault(raw, partition_path(column, _text(transform, raw, source_type)))
+        groups.setdefault(key, []).append(e)
+    return dataclasses.replace(base, partitions=_entry_partitions(table, snap, groups, keyed))
+
+
+def _entry_partitions(
+    table: Table, snap: Snapshot, groups: dict[str, list[iceberg_manifests.FileEntry]], keyed: bool
+) -> dict[str, PinnedPartition]:
+    """The pinned partitions of live data file entries grouped by partition key (no delete
+    files in the snapshot). A partition's last update is the newest snapshot that added one
+    of its live files (as Iceberg's partition metadata gives it); not ``keyed``: the
+    snapshot itself."""
+    parts: dict[str, PinnedPartition] = {}
+    made: dict[int, Snapshot | None] = {}
+    for key in sorted(groups):
+        found = groups[key]
+        newest: Snapshot | None = None
+        for e in found if keyed else []:
+            if e.snapshot_id is None:
+                continue
+            if e.snapshot_id not in made:
+                made[e.snapshot_id] = table.snapshot_by_id(e.snapshot_id)
+            s = made[e.snapshot_id]
+            if s is not None and (newest is None or newest.timestamp_ms < s.timestamp_ms):
+                newest = s
+        if not keyed:
+            newest = snap
+        size = sum(e.size_bytes for e in found)
+        parts[key] = PinnedPartition(
+            files=sorted(e.path for e in found),
+            version=partition_version(str(newest.snapshot_id if newest else snap.snapshot_id), size, 0),
+            changed_at=newest.timestamp_ms / 1000 if newest else None,
+            bytes=size,
+            rows=sum(e.record_count for e in found),
+            delete_files=0,
+        )
+    return parts
+
+
+def _pin_planned(
+    name: ObjectName,
+    table: Table,
+    snap: Snapshot,
+    base: PinnedTable,
+    column: str | None,
+    transform: str,
+    reason: str | None,
+) -> PinnedTable:
+    """:func:`pin` of a snapshot with delete files: planned by pyiceberg (which matches the
+    delete files to data files), versions from its partition metadata."""
     tasks = plan(name, table, snap.snapshot_id)
     evolved = next((t for t in tasks if t.file.spec_id != table.spec().spec_id), None)
     if evolved is not None and reason is None:
