@@ -92,17 +92,50 @@ def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
     if reason is None and any(e.spec_id != table.spec().spec_id for e in entries):
         reason = f"base table '{name.qualified}' has data files of an older partition spec (partition spec evolution)"
         base = dataclasses.replace(base, partition_columns=[], partition_transforms=[], partition_reason=reason)
-    source_type = _source_type(table, column)
     keyed = column is not None and reason is None
+    groups = _group_entries(table, entries, column if keyed else None, transform)
+    parts = _entry_partitions(table, snap, groups, keyed)
+    return dataclasses.replace(base, partitions=parts, files_from_snapshot=True)
+
+
+def _group_entries(
+    table: Table, entries: list[iceberg_manifests.FileEntry], column: str | None, transform: str
+) -> dict[str, list[iceberg_manifests.FileEntry]]:
+    """Data file entries by partition key (``""`` for all without ``column``)."""
+    source_type = _source_type(table, column)
     texts: dict[Any, str] = {}
     groups: dict[str, list[iceberg_manifests.FileEntry]] = {}
     for e in entries:
         key = UNPARTITIONED
-        if keyed and column:
+        if column:
             raw = e.partition[0]
             key = texts.get(raw) or texts.setdefault(raw, partition_path(column, _text(transform, raw, source_type)))
         groups.setdefault(key, []).append(e)
-    return dataclasses.replace(base, partitions=_entry_partitions(table, snap, groups, keyed))
+    return groups
+
+
+def snapshot_files(pinned: PinnedTable, keys: set[str]) -> dict[str, list[str]]:
+    """The data files of partitions ``keys`` of the pinned snapshot, recomputed from its
+    manifests (a pinned input stored without its file lists,
+    :attr:`PinnedTable.files_from_snapshot`): exactly the files :func:`pin` found, as a
+    snapshot never changes.
+
+    Raises:
+        RefreshError: the pinned snapshot was expired since (its files may be gone).
+    """
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    table = external.load_table(name, pinned.catalog_properties)
+    snap = table.snapshot_by_id(pinned.snapshot_id) if pinned.snapshot_id is not None else None
+    if snap is None:
+        raise RefreshError(
+            f"snapshot {pinned.snapshot_id} of base table '{name.qualified}' was expired after this run pinned it; "
+            "refresh again"
+        )
+    entries = [e for e in iceberg_manifests.live_files(table, snap) if e.content == 0]
+    column = pinned.partition_columns[0] if pinned.partition_columns else None
+    transform = pinned.partition_transforms[0] if pinned.partition_transforms else "identity"
+    groups = _group_entries(table, entries, column, transform)
+    return {k: sorted(e.path for e in groups.get(k, [])) for k in keys}
 
 
 def _entry_partitions(
@@ -331,6 +364,10 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
     from sparkmv.sources import iceberg
 
     chosen = {k: p for k, p in pinned.partitions.items() if partitions is None or k in partitions}
+    if pinned.files_from_snapshot and any(not p.files for p in chosen.values()):  # stored without file lists
+        listed = snapshot_files(pinned, set(chosen))
+        chosen = {k: dataclasses.replace(p, files=listed[k]) for k, p in chosen.items()}
+        pinned = dataclasses.replace(pinned, partitions=chosen)
     with_deletes = {k for k, p in chosen.items() if p.delete_files}
     plain = iceberg.read(spark, pinned, set(chosen) - with_deletes)
     if not with_deletes:

@@ -38,7 +38,7 @@ from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
-from sparkmv.storage import iceberg_partitions, partition_values
+from sparkmv.storage import iceberg_manifests, iceberg_partitions, partition_values
 from sparkmv.storage.iceberg_partitions import PartitionInfo
 from sparkmv.storage.lazy import lazy_module
 from sparkmv.storage.warehouse import Location, catalog_uri, make_dirs, normalize, remove_tree
@@ -228,7 +228,21 @@ class IcebergStore:
         """
         if table.current_snapshot() is None:
             return []
-        return IcebergStore.task_files(table, table.scan(snapshot_id=snapshot_id).plan_files())
+        snap = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
+        if snap is None or iceberg_manifests.has_delete_files(table, snap):  # pyiceberg raises / names the deletes
+            return IcebergStore.task_files(table, table.scan(snapshot_id=snapshot_id).plan_files())
+        ptype = table.spec().partition_type(table.schema())
+        field_type = ptype.fields[0].field_type if ptype.fields else None
+        texts: dict[Any, str | None] = {}
+        files: list[DataFile] = []
+        for e in iceberg_manifests.live_files(table, snap):  # manifests read once per process
+            raw = e.partition[0] if e.partition else None
+            if raw not in texts:
+                texts[raw] = (
+                    partition_text(partition_values.from_iceberg_physical(raw, field_type)) if e.partition else None
+                )
+            files.append(DataFile(e.path, texts[raw], e.record_count, e.size_bytes))
+        return files
 
     @staticmethod
     def task_files(table: Table, tasks: Iterable[FileScanTask]) -> list[DataFile]:
