@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import FileScanTask, Table
@@ -103,15 +104,18 @@ def _group_entries(
 ) -> dict[str, list[iceberg_manifests.FileEntry]]:
     """Data file entries by partition key (``""`` for all without ``column``)."""
     source_type = _source_type(table, column)
-    texts: dict[Any, str] = {}
     groups: dict[str, list[iceberg_manifests.FileEntry]] = {}
     for e in entries:
-        key = UNPARTITIONED
-        if column:
-            raw = e.partition[0]
-            key = texts.get(raw) or texts.setdefault(raw, partition_path(column, _text(transform, raw, source_type)))
+        key = _partition_key(column, transform, e.partition[0], source_type) if column else UNPARTITIONED
         groups.setdefault(key, []).append(e)
     return groups
+
+
+@lru_cache(maxsize=65536)
+def _partition_key(column: str, transform: str, raw: Any, source_type: Any) -> str:
+    """The partition path of one raw partition value (cached: every run of an MV over a
+    table partitioned by day keys thousands of the same values)."""
+    return partition_path(column, _text(transform, raw, source_type))
 
 
 def snapshot_files(pinned: PinnedTable, keys: set[str]) -> dict[str, list[str]]:

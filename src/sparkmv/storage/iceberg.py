@@ -228,21 +228,20 @@ class IcebergStore:
         """
         if table.current_snapshot() is None:
             return []
-        snap = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
-        if snap is None or iceberg_manifests.has_delete_files(table, snap):  # pyiceberg raises / names the deletes
+        entries = iceberg_manifests.data_entries(table, snapshot_id)  # manifests read once per process
+        if entries is None:  # delete files: pyiceberg plans (and names them)
             return IcebergStore.task_files(table, table.scan(snapshot_id=snapshot_id).plan_files())
         ptype = table.spec().partition_type(table.schema())
         field_type = ptype.fields[0].field_type if ptype.fields else None
-        texts: dict[Any, str | None] = {}
-        files: list[DataFile] = []
-        for e in iceberg_manifests.live_files(table, snap):  # manifests read once per process
-            raw = e.partition[0] if e.partition else None
-            if raw not in texts:
-                texts[raw] = (
-                    partition_text(partition_values.from_iceberg_physical(raw, field_type)) if e.partition else None
-                )
-            files.append(DataFile(e.path, texts[raw], e.record_count, e.size_bytes))
-        return files
+        text = {
+            e.partition: partition_values.from_iceberg_physical(e.partition[0], field_type)
+            for e in entries
+            if e.partition
+        }
+        return [
+            DataFile(e.path, partition_text(text[e.partition]) if e.partition else None, e.record_count, e.size_bytes)
+            for e in entries
+        ]
 
     @staticmethod
     def task_files(table: Table, tasks: Iterable[FileScanTask]) -> list[DataFile]:

@@ -132,3 +132,13 @@ def appended_files(table: Table, appends: Iterable[Snapshot]) -> list[FileEntry]
         for e in manifest_entries(table.io, m)
         if e.added and e.snapshot_id in ids and e.content == DataFileContent.DATA.value
     ]
+
+
+def data_entries(table: Table, snapshot_id: int | None = None) -> list[FileEntry] | None:
+    """The live data files of a snapshot (default: current), in manifest order; None when
+    the snapshot has delete files (or is unknown), which a caller leaves to pyiceberg's
+    planning."""
+    snap = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
+    if snap is None or has_delete_files(table, snap):
+        return None
+    return live_files(table, snap)
