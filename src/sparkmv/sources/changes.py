@@ -13,7 +13,10 @@ table and the snapshot or file), which an incremental refresh cannot apply.
   files, the change is ``append``: the added files are pyiceberg's incremental append scan,
   files added by the ``append`` snapshots of the range, never a compaction's output (an
   appended file later compacted away is still listed: its snapshot is live, as the walk
-  checked, and its rows are the appended ones). An ``overwrite`` / ``delete`` (copy-on-write,
+  checked, and its rows are the appended ones). Without delete files in the current
+  snapshot, they are read from the data manifests the ``append`` snapshots added only
+  (:mod:`sparkmv.storage.iceberg_manifests`: each manifest once per process), never from
+  planning every file of the table. An ``overwrite`` / ``delete`` (copy-on-write,
   or position delete files written merge-on-read) makes the change ``signed``: the
   difference of the two snapshots' scan plans. A consumed snapshot that is not an ancestor
   (rollback, branch) or whose history was expired, and equality delete files, give

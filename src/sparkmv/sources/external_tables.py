@@ -14,6 +14,15 @@ data files written under an older partition spec, pin the table as one partition
 a partition is the snapshot that last updated it (Iceberg partition metadata, counting
 delete files too).
 
+Metadata read. A snapshot without delete files is pinned from its manifests' entries
+(:mod:`sparkmv.storage.iceberg_manifests`), each manifest read once per process: the next
+run's pin reads the new manifest list and only the manifests added since (no
+``plan_files``, no ``inspect.partitions``). Its pinned input is stored as a reference to the
+snapshot (:attr:`PinnedTable.files_from_snapshot`: versions per partition, no file lists);
+a read recomputes the files of the partitions it reads from the snapshot (:func:`read`,
+exact on a resume, as a snapshot never changes). A snapshot with delete files is planned by
+pyiceberg, which matches them to data files.
+
 Delete files. The data files of a partition without delete files are read by Spark as
 Parquet; a partition whose files carry position or equality deletes is read through
 pyiceberg (which applies them) into Spark via Arrow. More delete files than the catalog's
