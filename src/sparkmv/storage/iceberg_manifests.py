@@ -23,9 +23,10 @@ from pyiceberg.manifest import DataFile, DataFileContent, ManifestContent, Manif
 from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Snapshot
 
-MAX_CACHED_ENTRIES = 500_000
-"""Entries kept over all cached manifests (with their column statistics, about 1-2 KiB
-each); the least recently used manifests are dropped beyond it."""
+MAX_CACHED_ENTRIES = 100_000
+"""Entries kept over all cached manifests (each with pyiceberg's data file and its column
+statistics, about 1-2 KiB); the least recently used manifests are dropped beyond it (a
+snapshot of more files is still read exactly, from its manifests, each time)."""
 
 
 @dataclass(frozen=True)
