@@ -38,11 +38,14 @@ class VersionStore:
     @staticmethod
     def load(session: Session, object_id: int) -> dict[tuple[str, str], VersionEntry]:
         """The version map of one object, keyed by ``(base_table, base_partition)``."""
-        rows = session.scalars(select(VersionRow).where(VersionRow.object_id == object_id))
-        return {
-            (r.base_table, r.base_partition): VersionEntry(r.base_table, r.base_partition, r.version, r.changed_at)
-            for r in rows
-        }
+        # Columns, not ORM objects: an MV over a table partitioned by day has thousands of
+        # entries, loaded several times per run (ORM objects cost ~0.1 s per load).
+        rows = session.execute(
+            select(VersionRow.base_table, VersionRow.base_partition, VersionRow.version, VersionRow.changed_at).where(
+                VersionRow.object_id == object_id
+            )
+        )
+        return {(t, p): VersionEntry(t, p, v, at) for t, p, v, at in rows}
 
     @staticmethod
     def apply(

@@ -82,7 +82,7 @@ def appended(
         APPEND,
         None,
         consumed,
-        dataclasses.replace(current, partitions=parts),
+        dataclasses.replace(current, partitions=parts, files_from_snapshot=False),
         delta_bytes=sum(p.bytes for p in parts.values()),
         delta_rows=None if any(r is None for r in rows) else sum(r for r in rows if r is not None),
         compactions=compactions,

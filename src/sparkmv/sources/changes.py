@@ -13,7 +13,10 @@ table and the snapshot or file), which an incremental refresh cannot apply.
   files, the change is ``append``: the added files are pyiceberg's incremental append scan,
   files added by the ``append`` snapshots of the range, never a compaction's output (an
   appended file later compacted away is still listed: its snapshot is live, as the walk
-  checked, and its rows are the appended ones). An ``overwrite`` / ``delete`` (copy-on-write,
+  checked, and its rows are the appended ones). Without delete files in the current
+  snapshot, they are read from the data manifests the ``append`` snapshots added only
+  (:mod:`sparkmv.storage.iceberg_manifests`: each manifest once per process), never from
+  planning every file of the table. An ``overwrite`` / ``delete`` (copy-on-write,
   or position delete files written merge-on-read) makes the change ``signed``: the
   difference of the two snapshots' scan plans. A consumed snapshot that is not an ancestor
   (rollback, branch) or whose history was expired, and equality delete files, give
@@ -31,7 +34,7 @@ import json
 import os
 from collections.abc import Iterable
 
-from pyiceberg.table import Table
+from pyiceberg.table import FileScanTask, Table
 from pyiceberg.table.snapshots import Operation, Snapshot
 
 from sparkmv.sources.base_change import (
@@ -47,7 +50,8 @@ from sparkmv.sources.base_change import not_append_only as _not_append_only
 from sparkmv.sources.base_change import unchanged as _unchanged
 from sparkmv.sources.iceberg import group_files
 from sparkmv.sources.pinned import LISTED_FORMATS, UNPARTITIONED, PinnedPartition, PinnedTable
-from sparkmv.storage.iceberg import IcebergStore
+from sparkmv.storage import iceberg_manifests
+from sparkmv.storage.iceberg import DataFile, IcebergStore
 
 __all__ = [
     "APPEND",
@@ -148,18 +152,9 @@ def _iceberg_change(consumed: PinnedTable, current: PinnedTable, table: Table) -
         return _not_append_only(consumed, reason)
     if rewrites:
         return _signed(consumed, current, table, compactions)
-    tasks = list(
-        table.incremental_append_scan(from_snapshot_id_exclusive=old_id, to_snapshot_id_inclusive=new_id).plan_files()
-    )
-    if any(task.delete_files for task in tasks):
+    groups = _appended_groups(consumed, current, table)
+    if groups is None:
         return _signed(consumed, current, table, compactions)
-    if current.catalog_properties is not None:  # external: keys of transformed partitions
-        from sparkmv.sources.external_tables import group_tasks
-
-        groups = group_tasks(table, tasks, current)
-    else:
-        column = current.partition_columns[0] if current.partition_columns else None
-        groups = group_files(column, IcebergStore.task_files(table, tasks))
     if not groups:
         return _unchanged(consumed, compactions)
     parts: dict[str, PinnedPartition] = {}
@@ -173,6 +168,36 @@ def _iceberg_change(consumed: PinnedTable, current: PinnedTable, table: Table) -
             rows=sum(f.record_count for f in files),
         )
     return _append(consumed, current, parts, compactions)
+
+
+def _appended_groups(consumed: PinnedTable, current: PinnedTable, table: Table) -> dict[str, list[DataFile]] | None:
+    """The data files the ``append`` snapshots after the consumed one added, by partition
+    key; None when one of them has delete files (the change is then signed). Without delete
+    files in the current snapshot, read from the manifests those snapshots added only
+    (:func:`sparkmv.storage.iceberg_manifests.appended_files`); otherwise pyiceberg's
+    incremental append scan matches the delete files."""
+    old_id, new_id = consumed.snapshot_id, current.snapshot_id
+    snap = table.snapshot_by_id(new_id) if new_id is not None else None
+    if snap is not None and not iceberg_manifests.has_delete_files(table, snap):
+        appends = [
+            s for s in _chain(table, old_id, snap) if s.summary is not None and s.summary.operation == Operation.APPEND
+        ]
+        entries = iceberg_manifests.appended_files(table, appends)
+        tasks = [FileScanTask(e.file) for e in entries]
+    else:
+        tasks = list(
+            table.incremental_append_scan(
+                from_snapshot_id_exclusive=old_id, to_snapshot_id_inclusive=new_id
+            ).plan_files()
+        )
+        if any(task.delete_files for task in tasks):
+            return None
+    if current.catalog_properties is not None:  # external: keys of transformed partitions
+        from sparkmv.sources.external_tables import group_tasks
+
+        return group_tasks(table, tasks, current)
+    column = current.partition_columns[0] if current.partition_columns else None
+    return group_files(column, IcebergStore.task_files(table, tasks))
 
 
 def _signed(consumed: PinnedTable, current: PinnedTable, table: Table, compactions: int) -> BaseChange:
@@ -239,6 +264,18 @@ def _walk(table: Table, name: str, old_id: int | None, new_id: int) -> tuple[int
         elif operation != Operation.APPEND:
             return 0, f"snapshot {s.snapshot_id} of base table '{name}' has an unknown operation", 0
     return compactions, None, rewrites
+
+
+def _chain(table: Table, old_id: int | None, snap: Snapshot) -> list[Snapshot]:
+    """``snap`` and its ancestors after snapshot ``old_id`` (all of them when None), newest
+    first (a range :func:`_walk` found complete)."""
+    out: list[Snapshot] = []
+    found: Snapshot | None = snap
+    while found is not None and found.snapshot_id != old_id:
+        out.append(found)
+        parent = found.parent_snapshot_id
+        found = table.snapshot_by_id(parent) if parent is not None else None
+    return out
 
 
 def _cut(root: Snapshot, consumed: Snapshot | None) -> bool:

@@ -14,6 +14,15 @@ data files written under an older partition spec, pin the table as one partition
 a partition is the snapshot that last updated it (Iceberg partition metadata, counting
 delete files too).
 
+Metadata read. A snapshot without delete files is pinned from its manifests' entries
+(:mod:`sparkmv.storage.iceberg_manifests`), each manifest read once per process: the next
+run's pin reads the new manifest list and only the manifests added since (no
+``plan_files``, no ``inspect.partitions``). Its pinned input is stored as a reference to the
+snapshot (:attr:`PinnedTable.files_from_snapshot`: versions per partition, no file lists);
+a read recomputes the files of the partitions it reads from the snapshot (:func:`read`,
+exact on a resume, as a snapshot never changes). A snapshot with delete files is planned by
+pyiceberg, which matches them to data files.
+
 Delete files. The data files of a partition without delete files are read by Spark as
 Parquet; a partition whose files carry position or equality deletes is read through
 pyiceberg (which applies them) into Spark via Arrow. More delete files than the catalog's
@@ -25,9 +34,11 @@ from __future__ import annotations
 
 import dataclasses
 from datetime import UTC, date, datetime, timedelta
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.table import FileScanTask, Table
+from pyiceberg.table.snapshots import Snapshot
 from pyiceberg.transforms import (
     DayTransform,
     HourTransform,
@@ -41,7 +52,7 @@ from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName
 from sparkmv.sources import external
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
-from sparkmv.storage import partition_values
+from sparkmv.storage import iceberg_manifests, partition_values
 from sparkmv.storage.iceberg import DataFile
 from sparkmv.storage.lazy import lazy_module
 
@@ -85,6 +96,106 @@ def pin(name: ObjectName, table: Table, props: dict[str, str]) -> PinnedTable:
     )
     if snap is None:
         return base
+    if iceberg_manifests.has_delete_files(table, snap):
+        return _pin_planned(name, table, snap, base, column, transform, reason)
+    entries = [e for e in iceberg_manifests.live_files(table, snap) if e.content == 0]
+    if reason is None and any(e.spec_id != table.spec().spec_id for e in entries):
+        reason = f"base table '{name.qualified}' has data files of an older partition spec (partition spec evolution)"
+        base = dataclasses.replace(base, partition_columns=[], partition_transforms=[], partition_reason=reason)
+    keyed = column is not None and reason is None
+    groups = _group_entries(table, entries, column if keyed else None, transform)
+    parts = _entry_partitions(table, snap, groups, keyed)
+    return dataclasses.replace(base, partitions=parts, files_from_snapshot=True)
+
+
+def _group_entries(
+    table: Table, entries: list[iceberg_manifests.FileEntry], column: str | None, transform: str
+) -> dict[str, list[iceberg_manifests.FileEntry]]:
+    """Data file entries by partition key (``""`` for all without ``column``)."""
+    source_type = _source_type(table, column)
+    groups: dict[str, list[iceberg_manifests.FileEntry]] = {}
+    for e in entries:
+        key = _partition_key(column, transform, e.partition[0], source_type) if column else UNPARTITIONED
+        groups.setdefault(key, []).append(e)
+    return groups
+
+
+@lru_cache(maxsize=65536)
+def _partition_key(column: str, transform: str, raw: Any, source_type: Any) -> str:
+    """The partition path of one raw partition value (cached: every run of an MV over a
+    table partitioned by day keys thousands of the same values)."""
+    return partition_path(column, _text(transform, raw, source_type))
+
+
+def snapshot_files(pinned: PinnedTable, keys: set[str]) -> dict[str, list[str]]:
+    """The data files of partitions ``keys`` of the pinned snapshot, recomputed from its
+    manifests (a pinned input stored without its file lists,
+    :attr:`PinnedTable.files_from_snapshot`): exactly the files :func:`pin` found, as a
+    snapshot never changes.
+
+    Raises:
+        RefreshError: the pinned snapshot was expired since (its files may be gone).
+    """
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    table = external.load_table(name, pinned.catalog_properties)
+    snap = table.snapshot_by_id(pinned.snapshot_id) if pinned.snapshot_id is not None else None
+    if snap is None:
+        raise RefreshError(
+            f"snapshot {pinned.snapshot_id} of base table '{name.qualified}' was expired after this run pinned it; "
+            "refresh again"
+        )
+    entries = [e for e in iceberg_manifests.live_files(table, snap) if e.content == 0]
+    column = pinned.partition_columns[0] if pinned.partition_columns else None
+    transform = pinned.partition_transforms[0] if pinned.partition_transforms else "identity"
+    groups = _group_entries(table, entries, column, transform)
+    return {k: sorted(e.path for e in groups.get(k, [])) for k in keys}
+
+
+def _entry_partitions(
+    table: Table, snap: Snapshot, groups: dict[str, list[iceberg_manifests.FileEntry]], keyed: bool
+) -> dict[str, PinnedPartition]:
+    """The pinned partitions of live data file entries grouped by partition key (no delete
+    files in the snapshot). A partition's last update is the newest snapshot that added one
+    of its live files (as Iceberg's partition metadata gives it); not ``keyed``: the
+    snapshot itself."""
+    parts: dict[str, PinnedPartition] = {}
+    made: dict[int, Snapshot | None] = {}
+    for key in sorted(groups):
+        found = groups[key]
+        newest: Snapshot | None = None
+        for e in found if keyed else []:
+            if e.snapshot_id is None:
+                continue
+            if e.snapshot_id not in made:
+                made[e.snapshot_id] = table.snapshot_by_id(e.snapshot_id)
+            s = made[e.snapshot_id]
+            if s is not None and (newest is None or newest.timestamp_ms < s.timestamp_ms):
+                newest = s
+        if not keyed:
+            newest = snap
+        size = sum(e.size_bytes for e in found)
+        parts[key] = PinnedPartition(
+            files=sorted(e.path for e in found),
+            version=partition_version(str(newest.snapshot_id if newest else snap.snapshot_id), size, 0),
+            changed_at=newest.timestamp_ms / 1000 if newest else None,
+            bytes=size,
+            rows=sum(e.record_count for e in found),
+            delete_files=0,
+        )
+    return parts
+
+
+def _pin_planned(
+    name: ObjectName,
+    table: Table,
+    snap: Snapshot,
+    base: PinnedTable,
+    column: str | None,
+    transform: str,
+    reason: str | None,
+) -> PinnedTable:
+    """:func:`pin` of a snapshot with delete files: planned by pyiceberg (which matches the
+    delete files to data files), versions from its partition metadata."""
     tasks = plan(name, table, snap.snapshot_id)
     evolved = next((t for t in tasks if t.file.spec_id != table.spec().spec_id), None)
     if evolved is not None and reason is None:
@@ -266,6 +377,10 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
     from sparkmv.sources import iceberg
 
     chosen = {k: p for k, p in pinned.partitions.items() if partitions is None or k in partitions}
+    if pinned.files_from_snapshot and any(not p.files for p in chosen.values()):  # stored without file lists
+        listed = snapshot_files(pinned, set(chosen))
+        chosen = {k: dataclasses.replace(p, files=listed[k]) for k, p in chosen.items()}
+        pinned = dataclasses.replace(pinned, partitions=chosen)
     with_deletes = {k for k, p in chosen.items() if p.delete_files}
     plain = iceberg.read(spark, pinned, set(chosen) - with_deletes)
     if not with_deletes:

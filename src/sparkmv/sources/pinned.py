@@ -107,6 +107,12 @@ class PinnedTable:
             (``{"header": "true"}``); None otherwise.
         since_snapshot_id: kind ``signed``: the consumed snapshot the change starts from
             (``snapshot_id`` is where it ends); None otherwise.
+        files_from_snapshot: True when every partition holds all the live data files of
+            snapshot ``snapshot_id`` in it (an external Iceberg table pinned whole, no delete
+            files): :meth:`to_json` then stores no file lists (a reference to the
+            snapshot), and a reader recomputes them from the snapshot's manifests
+            (:func:`sparkmv.sources.external_tables.snapshot_files`). A delta built from
+            such a table (a subset of its files) must set it False.
     """
 
     name: str
@@ -124,14 +130,18 @@ class PinnedTable:
     catalog_properties: dict[str, str] | None = None
     read_options: dict[str, str] | None = None
     since_snapshot_id: int | None = None
+    files_from_snapshot: bool = False
 
     def to_json(self) -> dict[str, Any]:
-        """A JSON-able dict (stored in the run's plan)."""
+        """A JSON-able dict (stored in the run's plan); without file lists when
+        :attr:`files_from_snapshot`."""
         # Not dataclasses.asdict: it deep-copies every string, ~0.2 s per run for a table of
         # 2,500 partitions (an external Iceberg table by day); every leaf here is immutable.
         out = {f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "partitions"}
+        omit = {"files"} if self.files_from_snapshot and self.kind == "iceberg" else set()
         out["partitions"] = {
-            k: {f.name: _plain(getattr(p, f.name)) for f in _PARTITION_FIELDS} for k, p in self.partitions.items()
+            k: {f.name: [] if f.name in omit else _plain(getattr(p, f.name)) for f in _PARTITION_FIELDS}
+            for k, p in self.partitions.items()
         }
         return out
 
@@ -160,12 +170,18 @@ class PinnedTable:
         >>> t.value("ts=2024-01-01T10%3A00", "ts"), t.value("ts=__HIVE_DEFAULT_PARTITION__", "ts")
         ('2024-01-01 10:00:00', None)
         """
-        raw = partition_values(path).get(column)
-        kind = self.partition_kinds().get(column.lower(), "string")
-        try:
-            return canonical(raw, kind)
-        except PartitionValueError:
-            return raw
+        return _value(path, column, self.partition_kinds().get(column.lower(), "string"))
+
+
+@lru_cache(maxsize=65536)
+def _value(path: str, column: str, kind: str) -> PartitionText:
+    """:meth:`PinnedTable.value` (a pure function, cached: a planner maps every base
+    partition of every run, thousands for a table partitioned by day)."""
+    raw = partition_values(path).get(column)
+    try:
+        return canonical(raw, kind)
+    except PartitionValueError:
+        return raw
 
 
 def partition_values(path: str) -> dict[str, str | None]:

@@ -132,7 +132,12 @@ def signed_change(consumed: PinnedTable, current: PinnedTable, table: Table) -> 
         if d.file_path not in _deletes(old[t.file.file_path])
     )
     delta = dataclasses.replace(
-        current, kind=SIGNED, partition_columns=[], partitions=parts, since_snapshot_id=consumed.snapshot_id
+        current,
+        kind=SIGNED,
+        partition_columns=[],
+        partitions=parts,
+        since_snapshot_id=consumed.snapshot_id,
+        files_from_snapshot=False,
     )
     added = roles[ADDED] + roles[ADDED_DELETES]
     removed = roles[REMOVED] + roles[REMOVED_DELETES]

@@ -38,7 +38,7 @@ from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
-from sparkmv.storage import iceberg_partitions, partition_values
+from sparkmv.storage import iceberg_manifests, iceberg_partitions, partition_values
 from sparkmv.storage.iceberg_partitions import PartitionInfo
 from sparkmv.storage.lazy import lazy_module
 from sparkmv.storage.warehouse import Location, catalog_uri, make_dirs, normalize, remove_tree
@@ -228,7 +228,20 @@ class IcebergStore:
         """
         if table.current_snapshot() is None:
             return []
-        return IcebergStore.task_files(table, table.scan(snapshot_id=snapshot_id).plan_files())
+        entries = iceberg_manifests.data_entries(table, snapshot_id)  # manifests read once per process
+        if entries is None:  # delete files: pyiceberg plans (and names them)
+            return IcebergStore.task_files(table, table.scan(snapshot_id=snapshot_id).plan_files())
+        ptype = table.spec().partition_type(table.schema())
+        field_type = ptype.fields[0].field_type if ptype.fields else None
+        text = {
+            e.partition: partition_values.from_iceberg_physical(e.partition[0], field_type)
+            for e in entries
+            if e.partition
+        }
+        return [
+            DataFile(e.path, partition_text(text[e.partition]) if e.partition else None, e.record_count, e.size_bytes)
+            for e in entries
+        ]
 
     @staticmethod
     def task_files(table: Table, tasks: Iterable[FileScanTask]) -> list[DataFile]:

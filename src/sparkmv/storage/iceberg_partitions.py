@@ -12,7 +12,7 @@ from pyiceberg.partitioning import PartitionField
 from pyiceberg.schema import Schema
 from pyiceberg.table import Table
 
-from sparkmv.storage import partition_values
+from sparkmv.storage import iceberg_manifests, partition_values
 
 
 @dataclass(frozen=True)
@@ -46,26 +46,33 @@ def partitions(table: Table, snapshot_id: int | None = None) -> list[PartitionIn
     ``inspect.partitions`` gives it, read from the manifests' entries without pyarrow (a
     read-only process such as the web UI then never loads pyarrow): data files' rows and
     bytes per partition; the last change is the newest snapshot that added a live data or
-    delete file of the partition."""
+    delete file of the partition. Manifests already read by this process are not read again
+    (:mod:`sparkmv.storage.iceberg_manifests`)."""
     snapshot = table.snapshot_by_id(snapshot_id) if snapshot_id is not None else table.current_snapshot()
     if snapshot is None:
         return []
     specs = table.metadata.specs()
     schema = table.schema()
     rows: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for manifest in snapshot.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            data = entry.data_file
-            fields = specs[data.spec_id].fields
-            values = [_partition_value(schema, f, data.partition[i]) for i, f in enumerate(fields)]
-            key = tuple((f.name, v) for f, v in zip(fields, values, strict=True))
-            row = rows.setdefault(key, {"value": values[0] if values else None, "records": 0, "bytes": 0})
-            made = table.snapshot_by_id(entry.snapshot_id) if entry.snapshot_id is not None else None
-            if made is not None and ("at" not in row or row["at"] < made.timestamp_ms):
-                row["at"], row["snapshot"] = made.timestamp_ms, made.snapshot_id
-            if data.content == DataFileContent.DATA:
-                row["records"] += data.record_count
-                row["bytes"] += data.file_size_in_bytes
+    made: dict[int, Any] = {}
+    keys: dict[tuple[int, tuple[Any, ...]], tuple[tuple[str, Any], ...]] = {}
+    for entry in iceberg_manifests.live_files(table, snapshot):
+        key = keys.get((entry.spec_id, entry.partition))
+        if key is None:
+            fields = specs[entry.spec_id].fields
+            values = [_partition_value(schema, f, entry.partition[i]) for i, f in enumerate(fields)]
+            key = keys[(entry.spec_id, entry.partition)] = tuple(
+                (f.name, v) for f, v in zip(fields, values, strict=True)
+            )
+        row = rows.setdefault(key, {"value": key[0][1] if key else None, "records": 0, "bytes": 0})
+        if entry.snapshot_id is not None and entry.snapshot_id not in made:
+            made[entry.snapshot_id] = table.snapshot_by_id(entry.snapshot_id)
+        by = made.get(entry.snapshot_id) if entry.snapshot_id is not None else None
+        if by is not None and ("at" not in row or row["at"] < by.timestamp_ms):
+            row["at"], row["snapshot"] = by.timestamp_ms, by.snapshot_id
+        if entry.content == DataFileContent.DATA.value:
+            row["records"] += entry.record_count
+            row["bytes"] += entry.size_bytes
     return [
         PartitionInfo(
             value=partition_values.to_text(r["value"]),
