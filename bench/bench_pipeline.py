@@ -49,6 +49,7 @@ SECTION = "## Spark Declarative Pipelines (issue 26)"
 BIN = Path(sys.executable).parent
 CHANGED_MONTH = "1995-06"
 MVS = ("revenue_by_month", "shipmode_by_month")
+TOOLS = ("sdp", "sparkmv")
 PROJECT_SQL = """CREATE MATERIALIZED VIEW revenue_by_month PARTITIONED BY (l_shipmonth) AS
 SELECT l_shipmonth, l_returnflag, l_linestatus, sum(l_quantity) AS qty,
        sum(l_extendedprice * (1 - l_discount)) AS revenue, count(*) AS n
@@ -67,18 +68,22 @@ spark.ui.enabled false
 """
 
 
-def prepare(sf: float, data: Path, work: Path) -> dict[str, Path]:
-    """The partitioned ``lineitem`` (generated once under ``data``), copied for each tool, and
-    the two projects; ``lineitem`` registered in both catalogs."""
+def prepare(sf: float, data: Path, work: Path, tools: tuple[str, ...] = TOOLS) -> dict[str, Path]:
+    """The partitioned ``lineitem`` (generated once under ``data``), copied for each tool of
+    ``tools``, and the projects; ``lineitem`` registered in their catalogs."""
     from pyspark.sql import SparkSession
 
     from sparkmv.demo.data import prepare as tpch
+
+    # Bytecode of sparkmv's own modules, as an installed package has it: with
+    # PYTHONDONTWRITEBYTECODE set, an editable install would compile them in every run.
+    subprocess.run([sys.executable, "-m", "compileall", "-q", str(ROOT / "src")], check=True, capture_output=True)
 
     spark = SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false").getOrCreate()
     layout = tpch(spark, data, sf)
     spark.stop()
     paths: dict[str, Path] = {}
-    for tool in ("sdp", "sparkmv"):
+    for tool in tools:
         lake = work / tool / "lineitem"
         shutil.copytree(layout.lineitem, lake, ignore=shutil.ignore_patterns("_SUCCESS", ".*"))
         project = work / tool / "project"
@@ -87,12 +92,14 @@ def prepare(sf: float, data: Path, work: Path) -> dict[str, Path]:
         (project / "transformations" / "mvs.sql").write_text(PROJECT_SQL)
         paths[tool] = project
         paths[f"{tool}-lake"] = lake
-    (work / "conf").mkdir()
-    (work / "conf" / "spark-defaults.conf").write_text(SPARK_DEFAULTS.format(work=work))
-    register = f"CREATE TABLE lineitem USING parquet LOCATION '{paths['sdp-lake']}'; MSCK REPAIR TABLE lineitem"
-    _run([str(BIN / "spark-sql"), "-e", register], work, _sdp_env(work))
-    sql = f"CREATE EXTERNAL TABLE lineitem USING parquet LOCATION '{paths['sparkmv-lake']}'"
-    _run([str(BIN / "sparkmv"), "--home", str(work / "home"), "sql", sql], work, os.environ.copy())
+    if "sdp" in tools:
+        (work / "conf").mkdir()
+        (work / "conf" / "spark-defaults.conf").write_text(SPARK_DEFAULTS.format(work=work))
+        register = f"CREATE TABLE lineitem USING parquet LOCATION '{paths['sdp-lake']}'; MSCK REPAIR TABLE lineitem"
+        _run([str(BIN / "spark-sql"), "-e", register], work, _sdp_env(work))
+    if "sparkmv" in tools:
+        sql = f"CREATE EXTERNAL TABLE lineitem USING parquet LOCATION '{paths['sparkmv-lake']}'"
+        _run([str(BIN / "sparkmv"), "--home", str(work / "home"), "sql", sql], work, os.environ.copy())
     return paths
 
 
@@ -157,8 +164,9 @@ def _sparkmv_rows(catalog: Any, mv: str) -> int:
     return int(snap.summary["total-records"]) if snap is not None and snap.summary is not None else 0
 
 
-def step(work: Path, paths: dict[str, Path], what: str, exists: bool) -> dict[str, Any]:
-    """Run both tools once (cold CLI processes), each with a reader polling each MV."""
+def step(work: Path, paths: dict[str, Path], what: str, exists: bool, tools: tuple[str, ...] = TOOLS) -> dict[str, Any]:
+    """Run each tool of ``tools`` once (cold CLI processes), each with a reader polling each
+    MV; the tables are compared when both ran."""
     catalog = _sparkmv_catalog(work) if exists else None
     runs = {
         "sdp": (
@@ -174,6 +182,8 @@ def step(work: Path, paths: dict[str, Path], what: str, exists: bool) -> dict[st
     }
     out: dict[str, Any] = {"step": what}
     for tool, (cmd, env, rows) in runs.items():
+        if tool not in tools:
+            continue
         readers = [Reader(lambda mv=mv, rows=rows: rows(mv)) for mv in MVS] if exists else []
         for r in readers:
             r.start()
@@ -182,7 +192,9 @@ def step(work: Path, paths: dict[str, Path], what: str, exists: bool) -> dict[st
             r.stop.set()
             r.join()
         out[f"{tool}_empty"] = max((r.empty for r in readers), default=None)
-    out["equal"] = same_tables(work)
+    out["equal"] = same_tables(work) if set(tools) == set(TOOLS) else None
+    if len(tools) == 1:
+        print(f"{what}: {tools[0]} {out[tools[0]]:.1f} s", flush=True)
     return out
 
 
@@ -212,10 +224,12 @@ def change_one_month(paths: dict[str, Path]) -> int:
     """Add the same file (a copy of 1 % of one month's rows) to that month in both copies."""
     import pyarrow.parquet as pq
 
-    month = paths["sdp-lake"] / f"l_shipmonth={CHANGED_MONTH}"
+    month = next(paths[k] for k in ("sdp-lake", "sparkmv-lake") if k in paths) / f"l_shipmonth={CHANGED_MONTH}"
     source = pq.read_table(next(month.glob("*.parquet")))
     part = source.slice(0, max(1, source.num_rows // 100))
     for tool in ("sdp", "sparkmv"):
+        if f"{tool}-lake" not in paths:
+            continue
         pq.write_table(part, paths[f"{tool}-lake"] / f"l_shipmonth={CHANGED_MONTH}" / "part-bench-added.parquet")
     return part.num_rows
 
@@ -247,14 +261,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch")
     parser.add_argument("--work", type=Path, default=None)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument(
+        "--only", choices=TOOLS, default=None, help="run one tool only (for profiling; nothing is written)"
+    )
     args = parser.parse_args(argv)
+    tools = (args.only,) if args.only else TOOLS
     work = (args.work or Path(tempfile.mkdtemp(prefix="bench-pipeline-"))).resolve()
     load_before = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    paths = prepare(args.sf, args.data.resolve(), work)
-    steps = [step(work, paths, "initial build", exists=False)]
-    steps.append(step(work, paths, "no change", exists=True))
+    paths = prepare(args.sf, args.data.resolve(), work, tools)
+    steps = [step(work, paths, "initial build", False, tools)]
+    steps.append(step(work, paths, "no change", True, tools))
     added = change_one_month(paths)
-    steps.append(step(work, paths, "one of 84 partitions changed", exists=True))
+    steps.append(step(work, paths, "one of 84 partitions changed", True, tools))
+    if args.only:
+        print(f"work directory: {work}")
+        return 0
     entry = report(args.sf, steps, added, (load_before, " ".join(f"{x:.1f}" for x in os.getloadavg())))
     print(entry)
     if not args.no_write:

@@ -136,6 +136,39 @@ def run_pipeline(
             on_result(res)
 
 
+def needs_spark(
+    client: Client,
+    project: Project,
+    full_refresh: set[ObjectName] | None = None,
+    full_refresh_all: bool = False,
+    refresh: set[ObjectName] | None = None,
+) -> bool:
+    """True when running the project will start Spark: a Python dataset, a forced refresh, a
+    SQL dataset missing from the catalog or whose stored query changed, or one whose base
+    partitions changed since its last refresh (the freshness rule of ``sparkmv status``, from
+    metadata only). Lets the caller start the JVM while the run plans; False when every
+    selected dataset is up to date (then nothing starts Spark)."""
+    from sparkmv.services.status import mv_freshness
+
+    chosen = set(full_refresh or ()) | set(refresh or ())
+    if full_refresh_all or full_refresh:
+        return True
+    for name in project.graph.order():
+        ds = project.graph.datasets[name]
+        if ds.kind not in REFRESHED_KINDS or (chosen and name not in chosen):
+            continue
+        if ds.query is None:
+            return True
+        with client.runtime.catalog.read() as s:
+            row = client.runtime.catalog.objects.find(s, name)
+            if row is None or row.definition != project.queries[name] or (row.partition_by or None) != ds.partition_by:
+                return True
+            fresh = mv_freshness(client.runtime, row)
+        if fresh is None or not fresh.is_fresh:
+            return True
+    return False
+
+
 def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
     if ds.query is not None:
         return _run_sql_mv(client, project, ds, force)

@@ -21,7 +21,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.states import ObjectKind
 from sparkmv.errors import InactiveError, RefreshError, SourceError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.planner import PartitionValue, PlanInput, RefreshRequest, RetentionFilter
+from sparkmv.refresh.planner import PartitionValue, PlanInput, RefreshRequest, RetentionFilter, changed_partitions
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -90,7 +90,9 @@ def pin_for_refresh(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> 
     """Pin every base table of ``mv`` for a refresh and check the pinned files' schemas.
 
     A base table that vanished, or files whose schema no longer matches the stored one
-    (a column gone or of another type), turn the MV inactive with the reason.
+    (a column gone or of another type), turn the MV inactive with the reason. Only the files
+    of partitions whose version differs from the MV's version map are read (the others were
+    checked by the refresh that consumed them): a refresh with nothing to do reads no footer.
 
     Raises:
         InactiveError: in those cases (the MV is inactive when it is raised).
@@ -103,7 +105,11 @@ def pin_for_refresh(catalog: Catalog, store: IcebergStore, mv: MvDefinition) -> 
         )
     try:
         pinned = pin_all(catalog, store, mv.base_tables)
-        reason = next((r for r in (schema_problem(p) for p in pinned.values()) if r), None)
+        with catalog.read() as s:
+            consumed = {k: v.version for k, v in catalog.versions.load(s, mv.object_id).items()}
+        # files of a partition at the version the MV consumed were checked when it was consumed
+        changed = {t: set(changed_partitions(p, consumed)) for t, p in pinned.items()}
+        reason = next((r for r in (schema_problem(p, changed[t]) for t, p in pinned.items()) if r), None)
     except SourceError as exc:
         reason = str(exc)
     if reason is None:
@@ -164,17 +170,22 @@ def _footer_types(location: str, size: int, mtime_ns: int) -> dict[str, str] | N
     return out
 
 
-def schema_problem(pinned: PinnedTable) -> str | None:
-    """Why the files of an external Parquet table no longer match its stored schema
-    (a stored column missing or of an incompatible type), or None.
+def schema_problem(pinned: PinnedTable, partitions: set[str] | None = None) -> str | None:
+    """Why the files of an external Parquet table (of ``partitions`` only, when given: the
+    partition paths to check) no longer match its stored schema (a stored column missing or
+    of an incompatible type), or None.
 
-    Partition columns (from directory names) are not compared.
+    Partition columns (from directory names) are not compared. Each footer read is cached
+    per process (:func:`_footer_types`).
     """
     if pinned.kind != "parquet":
         return None
+    parts = sorted((k, p) for k, p in pinned.partitions.items() if partitions is None or k in partitions)
+    if not parts:
+        return None
     stored = _type_names_simple(pinned.schema_json)
     skip = {c.lower() for c in pinned.partition_columns}
-    for path, part in sorted(pinned.partitions.items()):
+    for path, part in parts:
         for file in part.files:
             found = _file_types(file)
             if found is None:

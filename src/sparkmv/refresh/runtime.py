@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from functools import cached_property
@@ -61,6 +62,7 @@ class Runtime:
         self.settings = settings
         self.catalog = catalog or Catalog.open(settings.catalog_url)
         self._spark = spark
+        self._starting: threading.Thread | None = None
         self.faults = faults or FaultInjector.parse(settings.fault, settings.fault_mode)
         self.owner = Owner.current()
 
@@ -76,12 +78,40 @@ class Runtime:
     def spark(self) -> SparkSession:
         """The process's SparkSession (started on first use): classic on the settings' master,
         or Spark Connect when they name a remote."""
+        self.wait_for_spark()
         if self._spark is None:
             from sparkmv.storage.spark import get_spark
 
             s = self.settings
             self._spark = get_spark(s.spark_master, s.spark_conf, log_home=s.home, remote=s.spark_remote)
         return self._spark
+
+    def start_spark_in_background(self) -> None:
+        """Start the SparkSession in another thread, so that the JVM starts while this thread
+        does other work (planning); :attr:`spark` waits for it. A start that fails is tried
+        again, and its error raised, by the first use of :attr:`spark`. While Spark starts,
+        this process's stdout and stderr go to Spark's log (see :func:`wait_for_spark`)."""
+        if self._spark is not None or self._starting is not None:
+            return
+
+        def start() -> None:
+            from sparkmv.storage.spark import get_spark
+
+            s = self.settings
+            try:
+                self._spark = get_spark(s.spark_master, s.spark_conf, log_home=s.home, remote=s.spark_remote)
+            except Exception:  # raised again by the first use of ``spark``
+                pass
+
+        self._starting = threading.Thread(target=start, name="sparkmv-spark-start", daemon=True)
+        self._starting.start()
+
+    def wait_for_spark(self) -> None:
+        """Wait for a start begun by :meth:`start_spark_in_background` (no-op when none is
+        running): before printing to the terminal, whose output Spark's start redirects."""
+        starting, self._starting = self._starting, None
+        if starting is not None:
+            starting.join()
 
     @property
     def has_spark(self) -> bool:

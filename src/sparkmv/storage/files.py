@@ -15,13 +15,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from sparkmv.storage import warehouse
 from sparkmv.storage.warehouse import Location
 
-if TYPE_CHECKING:  # pyspark is imported where a DataFrame is written: listing files needs none
+if TYPE_CHECKING:  # pyspark and pyarrow are imported where data is written: listing files needs neither
+    import pyarrow as pa
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import StructType
 
@@ -139,6 +137,8 @@ def write_arrow_staged(
         OSError: when a file cannot be written. pyarrow.ArrowInvalid: when a column
             cannot be cast to ``schema`` (e.g. a value out of a decimal's range).
     """
+    import pyarrow.compute as pc
+
     warehouse.remove_tree(directory)
     warehouse.make_dirs(directory)
     table = rows.select(schema.names).cast(schema)
@@ -170,6 +170,8 @@ def _split_by_value(table: pa.Table, column: str | None) -> list[pa.Table]:
         return []
     if column is None:
         return [table]
+    import pyarrow.compute as pc
+
     values = table.column(column)
     parts = [table.filter(pc.equal(values, v)) for v in pc.unique(values).drop_null()]
     if values.null_count:

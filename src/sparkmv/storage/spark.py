@@ -10,7 +10,13 @@ process (``SPARK_CONNECT_MODE_ENABLED``), so a classic session cannot be used be
 
 Defaults: Spark's log to a file under the home, no console progress bars (sparkmv prints its own), Parquet
 timestamps as ``TIMESTAMP_MICROS`` (Iceberg has no INT96), session time zone UTC, a small
-number of shuffle partitions (adaptive execution coalesces them further).
+number of shuffle partitions (adaptive execution coalesces them further). A local driver JVM
+(``local[*]``: it also runs the tasks) compiles with the JIT's first tier only
+(``-XX:TieredStopAtLevel=1``, :data:`LOCAL_JAVA_OPTIONS`): a CLI process is short-lived, and the
+optimizing tier spent more CPU compiling than it saved (``bench/RESULTS.md``, issue 26: a cold
+one-partition refresh 44 s -> 22 s, a full build 55 s -> 25 s on 2 busy cores); a
+``spark.driver.extraJavaOptions`` that names ``TieredStopAtLevel`` or ``TieredCompilation``
+itself wins.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ DEFAULT_CONF: dict[str, str] = {
     # task thread) do not see: a run's bytes_read would count the footers only.
     "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
 }
+
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
+"""Java options of a local driver JVM, before the user's own (see the module docstring)."""
+JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 _lock = threading.Lock()
 QUERY_CONTEXT_LOGGERS = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
@@ -78,7 +88,7 @@ def get_spark(
             return _start_remote(remote, conf or {}, log_home)
         check_master(master)
         os.environ.setdefault("PYSPARK_PYTHON", _python())
-        settings = {**DEFAULT_CONF, **(conf or {})}
+        settings = _with_local_java_options(master, {**DEFAULT_CONF, **(conf or {})})
         if log_home is None:
             return _start(master, settings)
         settings = _log_conf(log_home, settings)
@@ -86,6 +96,16 @@ def get_spark(
             spark = _start(master, settings)
         _query_context_loggers_to(log_path(log_home))
         return spark
+
+
+def _with_local_java_options(master: str, settings: dict[str, str]) -> dict[str, str]:
+    """``settings`` with :data:`LOCAL_JAVA_OPTIONS` before the driver's Java options, for a
+    ``local`` master whose options do not choose a JIT tier themselves."""
+    options = settings.get(JAVA_OPTIONS, "")
+    local = master.strip() == "local" or master.strip().startswith("local[")
+    if not local or "Tiered" in options:
+        return settings
+    return {**settings, JAVA_OPTIONS: f"{LOCAL_JAVA_OPTIONS} {options}".strip()}
 
 
 def is_connect(spark: SparkSession) -> bool:
