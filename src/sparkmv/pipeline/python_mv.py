@@ -35,6 +35,12 @@ if TYPE_CHECKING:
     from sparkmv.client.client import Client
 
 FINGERPRINT_PROPERTY = "sparkmv.pipeline.inputs"
+WHY_NOT_INCREMENTAL = (
+    "recomputed whole: PCT and INCREMENTAL need a SQL query sparkmv analyses, not a DataFrame's plan "
+    "(define it in SQL, or read it from a SQL materialized view, to refresh it incrementally)"
+)
+"""Why a Python MV whose input changed is recomputed, not refreshed by PCT or INCREMENTAL
+(printed in the run's report)."""
 _EXPR_ID = re.compile(r"#\d+L?")
 _NOT_FILES = ("LocalRelation", "LogicalRDD", "ExternalRDD")
 
@@ -124,7 +130,7 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
                 "SKIPPED", "SKIP", "no input changed (same plan, code and input files)", table_rows(table)
             )
         else:
-            reason = "an input changed (plan, code or input files)"
+            reason = f"an input changed (plan, code or input files); {WHY_NOT_INCREMENTAL}"
     if not store.exists(name):
         store.create_table(name, schema, None)
     table = store.load(name)
