@@ -28,3 +28,21 @@ def write_partition(
 def rows_of(df: Any, order: list[str] | None = None) -> list[tuple[Any, ...]]:
     """Rows of a DataFrame as sorted tuples (for exact comparison)."""
     return sorted((tuple(r) for r in df.collect()), key=lambda r: tuple((v is None, str(v)) for v in r))
+
+
+def import_probe(modules: tuple[str, ...]) -> str:
+    """A Python script (for ``python -c``) that runs the ``sparkmv`` entry point with its own
+    arguments, then prints ``{"code": <exit code>, "heavy": [<which of modules were imported>]}``
+    as JSON on the real stderr."""
+    return f"""
+import json, sys
+from sparkmv.cli.main import main
+sys.argv = ["sparkmv", *sys.argv[1:]]
+code = 0
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code or 0
+heavy = sorted({{m.split(".")[0] for m in sys.modules}} & {set(modules)!r})
+print(json.dumps({{"code": code, "heavy": heavy}}), file=sys.__stderr__)
+"""

@@ -15,25 +15,14 @@ from typing import Any
 import pytest
 
 from sparkmv.client.client import Client
-from tests.helpers import write_partition
+from tests.helpers import import_probe, write_partition
 
 pytestmark = [pytest.mark.spark]
 
 # Runs the sparkmv entry point, then reports the exit code and whether pyspark was imported.
-PROBE = """
-import json, sys
-from sparkmv.cli.main import main
-sys.argv = ["sparkmv", *sys.argv[1:]]
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code or 0
-# (pandas is not counted: pyarrow.dataset, which pyiceberg's FileIO imports, loads it whenever
-# it is installed, and Spark Connect's client needs it installed.)
-heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyspark", "py4j"})
-print(json.dumps({"code": code, "heavy": heavy}), file=sys.__stderr__)
-"""
+# pandas is not counted: pyarrow.dataset, which pyiceberg's FileIO imports, loads it whenever it
+# is installed, and Spark Connect's client needs it installed.
+PROBE = import_probe(("pyspark", "py4j"))
 ROLLUP = "SELECT sum(amount) AS t FROM sales"
 ROLLUP_DETAIL = "grouping by no keys"
 ROLLUP_SQL = "SELECT CAST(SUM(default__by_month.t) AS DOUBLE) AS t FROM default.by_month AS default__by_month"

@@ -17,24 +17,13 @@ import pytest
 
 from sparkmv.pipeline.project import load_project
 from sparkmv.pipeline.run import run_pipeline
-from tests.helpers import write_partition
+from tests.helpers import import_probe, write_partition
 from tests.pipelines.test_pipeline_sql import SQL, SQL_TOP, states, write_project
 
 pytestmark = [pytest.mark.spark]
 
 # Runs the sparkmv entry point, then reports the exit code and the heavy modules imported.
-PROBE = """
-import json, sys
-from sparkmv.cli.main import main
-sys.argv = ["sparkmv", *sys.argv[1:]]
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code or 0
-heavy = sorted({m.split(".")[0] for m in sys.modules} & {"pyspark", "py4j", "pyarrow", "pandas"})
-print(json.dumps({"code": code, "heavy": heavy}), file=sys.__stderr__)
-"""
+PROBE = import_probe(("pyspark", "py4j", "pyarrow", "pandas"))
 
 
 def test_no_change_run_imports_no_spark(client: Any, tmp_path: Path) -> None:

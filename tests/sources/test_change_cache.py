@@ -62,6 +62,16 @@ AGG = "SELECT k, sum(v) AS total, count(*) AS n FROM ice GROUP BY k"
 FILTERED = "SELECT k, v FROM ice WHERE v > 100"
 
 
+def _four_files(client: Any) -> Any:
+    """Iceberg table ``ice`` (k string, v bigint) of four appended files of 300 rows each."""
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    client.runtime.iceberg.create_table(ObjectName.parse("ice"), schema, None)
+    ice = client.runtime.iceberg.load(ObjectName.parse("ice"))
+    for f in range(4):
+        ice.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": [f * 300 + i for i in range(300)]}, schema))
+    return ice
+
+
 @pytest.mark.spark
 def test_the_second_mv_reads_the_netted_change_from_the_cache(make_client: Any, tmp_path: Path) -> None:
     """A copy-on-write delete of two rows rewrites two of four files. AUTO nets the change
@@ -69,11 +79,7 @@ def test_the_second_mv_reads_the_netted_change_from_the_cache(make_client: Any, 
     INCREMENTAL) then reads the stored rows: it still refreshes, exactly, with the rewritten
     files gone from disk."""
     client = make_client(tmp_path / "home")
-    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
-    client.runtime.iceberg.create_table(ObjectName.parse("ice"), schema, None)
-    ice = client.runtime.iceberg.load(ObjectName.parse("ice"))
-    for f in range(4):
-        ice.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": [f * 300 + i for i in range(300)]}, schema))
+    ice = _four_files(client)
     client.sql(f"CREATE MATERIALIZED VIEW mv1 REFRESH DEFERRED AS {AGG}")
     strict = "PROPERTIES ('refresh_mode' = 'INCREMENTAL')"
     client.sql(f"CREATE MATERIALIZED VIEW mv2 REFRESH DEFERRED {strict} AS {FILTERED}")
@@ -111,11 +117,7 @@ def test_auto_does_not_net_a_rewrite_dearer_than_its_full_refresh(
 
     monkeypatch.setattr(decide, "SIGNED_FIXED_BYTES", 0)
     client = make_client(tmp_path / "home")
-    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
-    client.runtime.iceberg.create_table(ObjectName.parse("ice"), schema, None)
-    ice = client.runtime.iceberg.load(ObjectName.parse("ice"))
-    for f in range(4):
-        ice.append(pa.table({"k": [f"k{i % 7}" for i in range(300)], "v": [f * 300 + i for i in range(300)]}, schema))
+    _four_files(client)
     client.sql(f"CREATE MATERIALIZED VIEW mv1 REFRESH DEFERRED AS {AGG}")
     assert client.refresh("mv1").mode == "FULL"
     client.runtime.iceberg.load(ObjectName.parse("ice")).delete("v = 5 OR v = 905 OR v = 305 OR v = 605")
