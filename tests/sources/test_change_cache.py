@@ -129,6 +129,42 @@ def test_auto_does_not_net_a_rewrite_dearer_than_its_full_refresh(
     assert_mv_matches(client, "mv1", AGG)
 
 
+JOINED = "SELECT ice.k, sum(ice.v) AS total, count(*) AS n FROM ice JOIN dim ON dim.k = ice.k GROUP BY ice.k"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("term_bytes", [0, 1 << 40])
+def test_auto_nets_only_when_incremental_could_win(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, term_bytes: int
+) -> None:
+    """A rewrite cheaper to net than the MV's FULL read is netted only when INCREMENTAL
+    could win at all: with the change netted to nothing, its estimate (here the joins and a
+    join term's fixed cost) must still be under FULL's. Exact either way."""
+    from sparkmv.refresh.incremental import decide
+
+    monkeypatch.setattr(decide, "SIGNED_FIXED_BYTES", 0)
+    monkeypatch.setattr(decide, "JOIN_TERM_FIXED_BYTES", term_bytes)
+    client = make_client(tmp_path / "home")
+    _four_files(client)
+    schema = pa.schema([("k", pa.string()), ("label", pa.string())])
+    client.runtime.iceberg.create_table(ObjectName.parse("dim"), schema, None)
+    dim = client.runtime.iceberg.load(ObjectName.parse("dim"))
+    dim.append(pa.table({"k": [f"k{i}" for i in range(7)], "label": ["x" * 4000] * 7}, schema))
+    client.sql(f"CREATE MATERIALIZED VIEW mvj REFRESH DEFERRED AS {JOINED}")
+    assert client.refresh("mvj").mode == "FULL"
+    client.runtime.iceberg.load(ObjectName.parse("ice")).delete("v = 5 OR v = 905")
+    run = client.refresh("mvj", raise_on_failure=True)
+    incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
+    entries = list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))
+    if term_bytes:
+        assert not entries and "+598 / -600 rows (signed change log)" in incremental["reason"], incremental
+        assert run.mode == "FULL", run
+    else:
+        assert len(entries) == 1, incremental
+        assert "2 rows netted from +598 / -600" in incremental["reason"], incremental
+    assert_mv_matches(client, "mvj", JOINED)
+
+
 @pytest.mark.spark
 def test_spark_netting_keeps_exactly_the_changed_rows(spark: Any) -> None:
     """The Spark netting (hash buckets, then exact netting of the changed buckets) gives the
