@@ -56,7 +56,7 @@ WHERE t.k = u.k AND t.q < __smv_stage_1.__smv_v
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from sqlglot import exp
@@ -65,7 +65,7 @@ from sparkmv.analysis.constructs import is_aggregate, output_name
 from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.keyed import inline_ctes
 from sparkmv.analysis.query import DIALECT, parse_query, table_name
-from sparkmv.analysis.subqueries import conjunct_of, predicates, subquery_body
+from sparkmv.analysis.subqueries import conjunct_of, in_keyed, predicates, subquery_body
 from sparkmv.errors import SparkMvError
 
 STAGE_PREFIX = "__smv_stage_"
@@ -174,16 +174,28 @@ def _decorrelate(
     if shape is None:
         return
     inner, outer, local = shape
-    stage = exp.select(*[exp.alias_(c.copy(), f"{STAGE_KEY}{i}") for i, c in enumerate(inner)])
+    stage = _stage_body(body, inner, local)
     stage.select(exp.alias_(body.expressions[0].unalias().copy(), STAGE_VALUE), copy=False)
+    stage.group_by(*[c.copy() for c in inner], copy=False)
+    name = stage_of(stage)
+    predicate.replace(exp.column(STAGE_VALUE, table=name))
+    _join_stage(select, name, outer)
+
+
+def _stage_body(body: exp.Select, keys: Sequence[exp.Expr], local: Sequence[exp.Expr]) -> exp.Select:
+    """A stage's SELECT: ``keys`` as ``__smv_k<i>`` over ``body``'s FROM and JOINs, filtered
+    by its ``local`` conjuncts (copies)."""
+    stage = exp.select(*[exp.alias_(c.copy(), f"{STAGE_KEY}{i}") for i, c in enumerate(keys)])
     stage.set("from_", body.args["from_"].copy())
     stage.set("joins", [j.copy() for j in body.args.get("joins") or []] or None)
     for condition in local:
         stage.where(condition.copy(), copy=False, append=True)
-    stage.group_by(*[c.copy() for c in inner], copy=False)
-    name = stage_of(stage)
+    return stage
+
+
+def _join_stage(select: exp.Select, name: str, outer: Sequence[exp.Expr]) -> None:
+    """Inner-join stage ``name`` to ``select`` on ``__smv_k<i> = outer[i]``."""
     on = [exp.EQ(this=exp.column(f"{STAGE_KEY}{i}", table=name), expression=o.copy()) for i, o in enumerate(outer)]
-    predicate.replace(exp.column(STAGE_VALUE, table=name))
     select.join(exp.to_table(name), on=exp.and_(*on), copy=False)
 
 
@@ -292,23 +304,15 @@ def _semijoin(
     if shape is None or keys is None:
         return
     inner, outer, local = shape
-    stage = exp.select(*[exp.alias_(c.copy(), f"{STAGE_KEY}{i}") for i, c in enumerate([*keys[0], *inner])])
-    stage.set("from_", body.args["from_"].copy())
-    stage.set("joins", [j.copy() for j in body.args.get("joins") or []] or None)
-    for condition in local:
-        stage.where(condition.copy(), copy=False, append=True)
+    stage = _stage_body(body, [*keys[0], *inner], local)
     if body.args.get("group") is not None:
         stage.set("group", body.args["group"].copy())
         stage.set("having", body.args["having"].copy() if body.args.get("having") else None)
     else:
         stage.distinct(copy=False)
     name = stage_of(stage)
-    pairs = [
-        exp.EQ(this=exp.column(f"{STAGE_KEY}{i}", table=name), expression=o.copy())
-        for i, o in enumerate([*keys[1], *outer])
-    ]
     _drop_conjunct(select, predicate)
-    select.join(exp.to_table(name), on=exp.and_(*pairs), copy=False)
+    _join_stage(select, name, [*keys[1], *outer])
 
 
 def _semijoin_keys(
@@ -327,7 +331,7 @@ def _semijoin_keys(
     if len(body.expressions) != 1 or aggregated:
         return None
     column = body.expressions[0].unalias()
-    if grouped is not None and (shape[0] or [g.sql(DIALECT) for g in grouped.expressions] != [column.sql(DIALECT)]):
+    if not in_keyed(column, grouped) or (grouped is not None and shape[0]):
         return None
     if grouped is None and body.args.get("having"):
         return None

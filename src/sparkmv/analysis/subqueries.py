@@ -137,7 +137,7 @@ def subquery_terms(tree: exp.Expr) -> list[tuple[str, tuple[bool, ...]]]:
     return terms
 
 
-def _in_keyed(column: exp.Expr, grouped: exp.Expr | None) -> bool:
+def in_keyed(column: exp.Expr, grouped: exp.Expr | None) -> bool:
     """Whether an ``IN`` subquery's membership of a value depends only on its rows holding
     that value: no aggregate, or grouped by the selected column alone."""
     if any(is_aggregate(n) for n in column.dfs()):
@@ -155,7 +155,7 @@ def touch_condition(predicate: exp.Expr) -> exp.Expr:
         rows.set(arg, None)
     grouped = body.args.get("group")
     column = body.expressions[0].unalias() if len(body.expressions) == 1 else None
-    if isinstance(predicate, exp.In) and column is not None and _in_keyed(column, grouped):
+    if isinstance(predicate, exp.In) and column is not None and in_keyed(column, grouped):
         rows.set("expressions", [column.copy()])
         found = exp.In(this=predicate.this.copy(), query=exp.Subquery(this=rows))
         return exp.func("coalesce", found, exp.true())

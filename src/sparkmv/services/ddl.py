@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 from sqlalchemy.orm import Session
 
+from sparkmv.analysis.ivm import IvmAnalysis
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.catalog import ObjectKind, RefreshState
 from sparkmv.catalog.clock import utcnow
@@ -168,13 +169,16 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
             f"PARTITION BY column '{stmt.partition_by}' is not produced by the query (columns: {', '.join(columns)})"
         )
     partition_by = next((f.name for f in schema if f.name.lower() == stmt.partition_by), None)
-    schema = _with_state_columns(rt, stmt, props, query, schema, known)
+    from sparkmv.analysis.incremental import analyze_incremental
+
+    analysis = analyze_incremental(query, known)
+    schema = _with_state_columns(rt, stmt, props, analysis, schema)
     schema = _partition_type(rt, stmt, query, bases, schema, partition_by)
     if props.get("partition_retention_condition"):
         from sparkmv.refresh.retention import check_condition_in
 
         check_condition_in(rt.spark, props["partition_retention_condition"], partition_by, schema)
-    rt.iceberg.create_table(stmt.name, schema, partition_by, _cluster_columns(query, schema, partition_by, known))
+    rt.iceberg.create_table(stmt.name, schema, partition_by, _cluster_columns(analysis, schema, partition_by))
     try:
         with rt.catalog.transaction() as s:
             rt.catalog.objects.insert(
@@ -196,26 +200,17 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
     return f"created materialized view '{stmt.name}'"
 
 
-def _cluster_columns(
-    query: Any, schema: pa.Schema, partition_by: str | None, known: dict[str, list[str]] | None = None
-) -> list[str]:
+def _cluster_columns(analysis: IvmAnalysis, schema: pa.Schema, partition_by: str | None) -> list[str]:
     """The MV table's sort order: the key columns incremental refresh rewrites by
-    (:attr:`~sparkmv.analysis.ivm.IvmAnalysis.key_columns`) other than the partition
-    column, as the schema spells them; empty when the query has none."""
-    from sparkmv.analysis.incremental import analyze_incremental
-
+    (``analysis``'s :attr:`~sparkmv.analysis.ivm.IvmAnalysis.key_columns`) other than the
+    partition column, as the schema spells them; empty when the query has none."""
     by_name = {f.name.lower(): f.name for f in schema}
-    keys = [k for k in analyze_incremental(query, known).key_columns if k != (partition_by or "").lower()]
+    keys = [k for k in analysis.key_columns if k != (partition_by or "").lower()]
     return [by_name[k] for k in keys if k in by_name]
 
 
 def _with_state_columns(
-    rt: Runtime,
-    stmt: CreateMaterializedView,
-    props: dict[str, str],
-    query: Any,
-    schema: pa.Schema,
-    known: dict[str, list[str]] | None = None,
+    rt: Runtime, stmt: CreateMaterializedView, props: dict[str, str], analysis: IvmAnalysis, schema: pa.Schema
 ) -> pa.Schema:
     """The MV table's schema with the hidden state columns incremental refresh needs (an
     aggregate's row count, the sum and count behind AVG, non-NULL counts behind SUM), when
@@ -225,13 +220,11 @@ def _with_state_columns(
         AnalysisError: ``refresh_mode = 'INCREMENTAL'`` for a query that cannot be maintained
             incrementally (with the reason), or an output column named like a hidden one.
     """
-    from sparkmv.analysis.incremental import analyze_incremental
     from sparkmv.names import is_hidden_column
 
     hidden = [f.name for f in schema if is_hidden_column(f.name)]
     if hidden:
         raise AnalysisError(f"column name '{hidden[0]}' is reserved: names starting with '__smv_' are hidden state")
-    analysis = analyze_incremental(query, known)
     if analysis.reason is not None:
         if props.get("refresh_mode") == "INCREMENTAL":
             raise AnalysisError(

@@ -181,9 +181,7 @@ def incremental_candidate(
             read = [change_json(c) for c in [*changes.values(), change]]
             return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed", changes=read), {}
         changes[table] = change
-    eager = _worth_netting(rt, mv, inp, analysis, changes)
-    full = sum(_bytes(p) for p in inp.pinned.values())
-    changes = {t: _netted(rt, c, eager, full) for t, c in changes.items()}
+    changes = _netted_where_worth_it(rt, mv, inp, analysis, changes)
     inputs = {
         t: IncrementalInput(c.old if c.kind in APPLICABLE else inp.pinned[t], c.delta if c.kind in APPLICABLE else None)
         for t, c in changes.items()
@@ -210,46 +208,46 @@ def _change(rt: Runtime, consumed: PinnedTable, new: PinnedTable) -> BaseChange:
     return base_change(consumed, new, rt.iceberg.load(name) if new.kind == "iceberg" else None)
 
 
-def _worth_netting(
+def _netted_where_worth_it(
     rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis, changes: dict[str, BaseChange]
-) -> bool:
-    """Whether AUTO should net a copy-on-write change it has not netted yet (see
-    :func:`_netted`): only when INCREMENTAL could win at all, i.e. when its estimate with
-    every such change netted to nothing is still under FULL's. At TPC-H SF1 RF2, Q3 paid
-    9 s netting ``orders`` and then recomputed: its joins alone cost more than FULL."""
-    if mv.properties.refresh_mode != "AUTO" or analysis.keyed is not None:
-        return False
+) -> dict[str, BaseChange]:
+    """``changes``, each measured by its netted rows (:func:`_netted`), netted now where AUTO
+    should pay for it: for AUTO's delta rules, a rewrite of at most :data:`SIGNED_FIXED_BYTES`
+    always; a dearer one only when netting reads at most this MV's FULL read, and when
+    INCREMENTAL could win at all (its estimate with every such change netted to nothing still
+    under FULL's). At TPC-H SF1 RF2, Q1 paid 55-61 s netting the rewrite of every month of
+    ``lineitem`` against a 10 s FULL, and Q3 9 s netting ``orders`` before recomputing (its
+    joins alone cost more than FULL); the MVs after them mostly still recomputed
+    (bench/RESULTS.md, issue 24), so no MV pays it for the others."""
+    full = _full_candidate(inp).estimate_bytes or 0
+    eager = mv.properties.refresh_mode == "AUTO" and analysis.keyed is None
     pending = {
-        t: c
+        t
         for t, c in changes.items()
         if c.kind == SIGNED
         and c.delta is not None
         and c.delta_bytes > SIGNED_FIXED_BYTES  # netting a small rewrite costs little either way
         and change_cache.cached_rows(rt.iceberg.warehouse, c.delta) is None
     }
-    if not pending:
-        return True
-    floor = {t: replace(c, delta_bytes=0) if t in pending else c for t, c in changes.items()}
-    estimate = _estimate(rt, mv, inp, analysis, floor).estimate_bytes
-    full = _full_candidate(inp).estimate_bytes
-    return estimate is not None and full is not None and estimate < full
+    if eager and pending:
+        floor = {t: replace(c, delta_bytes=0) if t in pending else c for t, c in changes.items()}
+        estimate = _estimate(rt, mv, inp, analysis, floor).estimate_bytes
+        eager = estimate is not None and estimate < full
+    limit = max(full, SIGNED_FIXED_BYTES)
+    return {t: _netted(rt, c, eager and c.delta_bytes <= limit) for t, c in changes.items()}
 
 
-def _netted(rt: Runtime, change: BaseChange, eager: bool, full_bytes: int) -> BaseChange:
+def _netted(rt: Runtime, change: BaseChange, eager: bool) -> BaseChange:
     """``change`` measured by its netted rows when the change cache holds them
     (:mod:`sparkmv.sources.change_cache`); when it does not and ``eager``, the change is
     netted now and stored (it costs about one read of the rewritten files, which every
     later MV over the same change then saves), so a copy-on-write delete of a few rows is
-    weighed as the few rows it is, not as the files it rewrote. Not when netting reads more
-    than ``full_bytes`` (this MV's FULL read) and more than :data:`SIGNED_FIXED_BYTES`: at
-    TPC-H SF1, netting RF2's rewrite of every month of ``lineitem`` took 55-61 s against
-    10 s for a FULL of Q1, and the MVs after it mostly still recomputed (bench/RESULTS.md,
-    issue 24), so no MV pays it for the others."""
+    weighed as the few rows it is, not as the files it rewrote."""
     delta = change.delta
     if change.kind != SIGNED or delta is None or from_feed(delta) or any("|" in k for k in delta.partitions):
         return change  # not an Iceberg change (Delta's are netted as they are read)
     found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
-    if found is None and eager and rt.has_spark and change.delta_bytes <= max(full_bytes, SIGNED_FIXED_BYTES):
+    if found is None and eager and rt.has_spark:
         from sparkmv.sources.resolve import read_pinned
 
         read_pinned(rt.spark, delta, store=rt.iceberg)  # nets and stores the change
@@ -443,7 +441,7 @@ def stage_bytes(
     (nested ones too) reads the base tables of its query twice, over the new and the old
     input (its frames and its touched keys' rows on both sides,
     :mod:`sparkmv.refresh.incremental.stages`); a stage whose touched keys' range prunes the
-    files of its key's table (:func:`~sparkmv.refresh.incremental.pruned.stage_read_bytes`,
+    files of its key's table (:func:`~sparkmv.refresh.incremental.stage_cost.stage_read_bytes`,
     new keys above the old ones) only those."""
     total = 0
     for stage in stages:

@@ -83,19 +83,34 @@ def joined_bytes(
 
 
 def _reductions(query: Any, table: str, pinned: dict[str, PinnedTable]) -> list[Reduction]:
-    from sparkmv.storage.schema import schema_from_json  # imports pyspark: only when estimating
-
     name = ObjectName.parse(table, allow_reserved=True)
     term = branches_reading(query, name)
     if term is None:
         return []
-    columns = {
+    return reductions(term, name, column_types(pinned))
+
+
+def column_types(pinned: dict[str, PinnedTable]) -> dict[ObjectName, dict[str, Any]]:
+    """Base table -> its column (lower case) -> Spark JSON type, as
+    :func:`~sparkmv.analysis.semijoin.reductions` takes them."""
+    from sparkmv.storage.schema import schema_from_json  # imports pyspark: only when estimating
+
+    return {
         ObjectName.parse(t, allow_reserved=True): {
             f.name.lower(): f.dataType.jsonValue() for f in schema_from_json(p.schema_json).fields
         }
         for t, p in pinned.items()
     }
-    return reductions(term, name, columns)
+
+
+def bytes_within(target: Table, snapshot_id: int | None, ranges: list[tuple[str, tuple[Any, ...]]]) -> int:
+    """Bytes of ``target``'s files (at ``snapshot_id``) whose bounds overlap every
+    ``(column, (min, max))`` of ``ranges``, from the manifests (no data read)."""
+    cond: BooleanExpression = AlwaysTrue()
+    for column, (low, high) in ranges:
+        name = target.schema().find_field(column, case_sensitive=False).name
+        cond = And(cond, And(GreaterThanOrEqual(name, low), LessThanOrEqual(name, high)))  # type: ignore[call-arg, arg-type]
+    return sum(t.file.file_size_in_bytes for t in target.scan(row_filter=cond, snapshot_id=snapshot_id).plan_files())
 
 
 def _pruned(change: BaseChange, other: PinnedTable, found: list[Reduction], load: Loader) -> int | None:
@@ -107,19 +122,15 @@ def _pruned(change: BaseChange, other: PinnedTable, found: list[Reduction], load
         source, target = load(change.delta), load(other)
         if source is None or target is None:
             return None
-        cond: BooleanExpression = AlwaysTrue()
+        ranges = []
         for r in found:
             bounds = _range(source, change.delta, r.source)
             if bounds is None:
                 return None
             if bounds == ():
                 return 0  # no non-NULL key in the delta: the term joins nothing
-            column = target.schema().find_field(r.column, case_sensitive=False).name
-            low = GreaterThanOrEqual(column, bounds[0])  # type: ignore[call-arg, arg-type]
-            high = LessThanOrEqual(column, bounds[1])  # type: ignore[call-arg, arg-type]
-            cond = And(cond, And(low, high))
-        tasks = target.scan(row_filter=cond, snapshot_id=other.snapshot_id).plan_files()
-        return sum(t.file.file_size_in_bytes for t in tasks)
+            ranges.append((r.column, bounds))
+        return bytes_within(target, other.snapshot_id, ranges)
     except Exception:
         return None
 

@@ -18,14 +18,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pyiceberg.expressions import And, GreaterThanOrEqual, LessThanOrEqual
 from sqlglot import exp
 
 from sparkmv.analysis.incremental import IvmAnalysis
 from sparkmv.analysis.query import parse_query, referenced_tables, table_name
 from sparkmv.analysis.semijoin import reductions
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.pruned import Joined, Loader, _bytes, _range
+from sparkmv.refresh.incremental.pruned import Joined, Loader, _bytes, _range, bytes_within, column_types
 from sparkmv.sources.changes import APPEND, BaseChange
 from sparkmv.sources.pinned import PinnedTable
 
@@ -120,13 +119,7 @@ def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tu
 def _overlapping(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...]) -> int | None:
     try:
         table = load(pinned)
-        if table is None:
-            return None
-        name = table.schema().find_field(column, case_sensitive=False).name
-        cond = And(GreaterThanOrEqual(name, bounds[0]), LessThanOrEqual(name, bounds[1]))  # type: ignore[call-arg, arg-type]
-        return sum(
-            t.file.file_size_in_bytes for t in table.scan(row_filter=cond, snapshot_id=pinned.snapshot_id).plan_files()
-        )
+        return None if table is None else bytes_within(table, pinned.snapshot_id, [(column, bounds)])
     except Exception:
         return None
 
@@ -168,9 +161,6 @@ def stage_read_bytes(
     return None if size is None else size + key.others
 
 
-Bounds = Any  # (min, max), () or None, as delta_range gives
-
-
 def staged_joined_bytes(
     analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
 ) -> Joined | None:
@@ -188,14 +178,9 @@ def staged_joined_bytes(
         if key is None or stage.analysis.stages:
             return None
         keys[stage.name.lower()] = key
-    from sparkmv.storage.schema import schema_from_json  # imports pyspark: only when estimating
-
     query = parse_query(analysis.staged_sql)
     refs = {t.name.lower(): table_name(t) for t in query.find_all(exp.Table) if t.name.lower() in keys}
-    types = {
-        _name(t): {f.name.lower(): f.dataType.jsonValue() for f in schema_from_json(p.schema_json).fields}
-        for t, p in pinned.items()
-    }
+    types = column_types(pinned)
     columns: dict[ObjectName, dict[str, Any]] = {n: c for n, c in types.items() if n in set(referenced_tables(query))}
     for ref, name in refs.items():
         columns[name] = {keys[ref].key: types[_name(keys[ref].table)].get(keys[ref].column.lower())}
