@@ -10,8 +10,11 @@ it as the external catalog ``lake``. One warm process, one SparkSession ``local[
    ``q22`` (``refresh_mode`` AUTO, the default; unpartitioned), built by its CREATE (FULL);
 2. RF1: 0.1 % new orders (copies of random orders with new keys above the largest) and
    their lineitem rows, appended by pyiceberg to ``orders`` and ``lineitem``;
-3. RF2: 0.1 % of the original orders and their lineitem rows deleted by pyiceberg
-   (copy-on-write ``Table.delete``).
+3. RF2: 0.1 % of the original orders and their lineitem rows deleted, merge-on-read by
+   default (one position delete file per partition, as Spark writes them with
+   ``write.delete.mode = merge-on-read``: :mod:`sparkmv.demo.iceberg_deletes`), or with
+   ``--rf2 copy-on-write`` by pyiceberg's ``Table.delete`` (every data file holding a
+   deleted row rewritten: at 0.1 % of orders, every month of ``lineitem``).
 
 After each step every MV is refreshed (AUTO: the technique it chose is the run's mode, from
 its ``task_runs`` row; SKIP when nothing it reads changed), compared with its query computed
@@ -116,16 +119,26 @@ def rf1(cat: Any, rnd: random.Random) -> str:
     return f"RF1: {len(picked):,} new orders with their lineitem rows ({added:,} rows appended)"
 
 
-def rf2(cat: Any, rnd: random.Random, original_max: int) -> str:
+def rf2(cat: Any, rnd: random.Random, original_max: int, mode: str = "merge-on-read") -> str:
     """Delete :data:`SHARE` of the original orders (keys up to ``original_max``) and their
-    lineitem rows (pyiceberg copy-on-write deletes)."""
+    lineitem rows, ``mode`` ``merge-on-read`` (position delete files) or ``copy-on-write``
+    (pyiceberg's ``Table.delete``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
     from pyiceberg.expressions import In
+
+    from sparkmv.demo.iceberg_deletes import delete_rows
 
     keys = [k for k in _keys(cat) if k <= original_max]
     picked = rnd.sample(keys, max(1, round(len(keys) * SHARE)))
-    cat.load_table(("tpch", "orders")).delete(In("o_orderkey", picked))
-    cat.load_table(("tpch", "lineitem")).delete(In("l_orderkey", picked))
-    return f"RF2: {len(picked):,} orders and their lineitem rows deleted (copy-on-write)"
+    values = pa.array(picked, pa.int64())
+    for name, column in (("orders", "o_orderkey"), ("lineitem", "l_orderkey")):
+        table = cat.load_table(("tpch", name))
+        if mode == "copy-on-write":
+            table.delete(In(column, picked))
+        else:
+            delete_rows(table, lambda t, c=column: pc.is_in(t.column(c), value_set=values), [column], True)
+    return f"RF2: {len(picked):,} orders and their lineitem rows deleted ({mode})"
 
 
 def _technique(run: Any) -> str:
@@ -268,7 +281,9 @@ def refresh_all(client: Any, queries: dict[str, str], twins: set[str] | None = N
     return out
 
 
-def run(sf: float, data: Path, work: Path, only: list[str] | None = None) -> dict[str, Any]:
+def run(
+    sf: float, data: Path, work: Path, only: list[str] | None = None, rf2_mode: str = "merge-on-read"
+) -> dict[str, Any]:
     """Run the benchmark in ``work`` (a fresh directory); returns the figures."""
     from sparkmv.client.client import Client
     from sparkmv.demo.data import generate_tables
@@ -281,7 +296,13 @@ def run(sf: float, data: Path, work: Path, only: list[str] | None = None) -> dic
     spark = get_spark("local[2]", {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
     spark.sparkContext.setLogLevel("ERROR")
     client = Client(home=work / "home", spark=spark)
-    figures: dict[str, Any] = {"sf": sf, "rows": counts, "write_s": write_s, "load_before": os.getloadavg()}
+    figures: dict[str, Any] = {
+        "sf": sf,
+        "rf2": rf2_mode,
+        "rows": counts,
+        "write_s": write_s,
+        "load_before": os.getloadavg(),
+    }
     try:
         client.execute(
             'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
@@ -295,7 +316,7 @@ def run(sf: float, data: Path, work: Path, only: list[str] | None = None) -> dic
         twins = create_twins(client, queries)
         rnd, original_max = random.Random(24), _keys(cat)[-1]
         figures["steps"] = []
-        for step in (lambda: rf1(cat, rnd), lambda: rf2(cat, rnd, original_max)):
+        for step in (lambda: rf1(cat, rnd), lambda: rf2(cat, rnd, original_max, rf2_mode)):
             what = step()
             print(what, flush=True)
             figures["steps"].append((what, refresh_all(client, queries, twins)))
@@ -349,7 +370,7 @@ def report(figures: dict[str, Any]) -> str:
     before, after = figures["load_before"], figures["load_after"]
     creates = figures["create"]
     lines = [
-        f"### {dt.date.today().isoformat()}: `bench/bench_tpch_refresh.py --sf {sf:g}`",
+        f"### {dt.date.today().isoformat()}: `bench/bench_tpch_refresh.py --sf {sf:g} --rf2 {figures['rf2']}`",
         "",
         f"Machine: nproc {os.cpu_count()} ({platform.system()} {platform.machine()}), shared with other helpers' "
         f"Spark and test runs; load average (1/5/15 min) {before[0]:.1f}/{before[1]:.1f}/{before[2]:.1f} before, "
@@ -403,9 +424,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch", help="generated tables are cached here")
     parser.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     parser.add_argument("--queries", help="only these MVs, comma-separated (e.g. q4,q18)")
+    parser.add_argument(
+        "--rf2", choices=("merge-on-read", "copy-on-write"), default="merge-on-read", help="how RF2 deletes"
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sparkmv-bench-tpch-refresh-") as tmp:
-        figures = run(args.sf, args.data.resolve(), Path(tmp), args.queries.split(",") if args.queries else None)
+        only = args.queries.split(",") if args.queries else None
+        figures = run(args.sf, args.data.resolve(), Path(tmp), only, args.rf2)
     entry = report(figures)
     print(entry)
     if not args.no_write:

@@ -261,8 +261,8 @@ def _crashed_then_recovered(client: Any, name: str, point: str, chunk: int | Non
 
 
 def test_position_deletes_applied_exactly_once_across_crashes(make_client: Any, tmp_path: Path) -> None:
+    from sparkmv.demo.iceberg_deletes import delete_rows
     from sparkmv.names import ObjectName
-    from tests.sources.position_deletes import delete_rows
 
     client = make_client(tmp_path / "home")
     world = _external_world(client, tmp_path)

@@ -466,8 +466,8 @@ def test_position_deletes_retract_the_rows_at_their_positions(table: Table) -> N
 
     import pyarrow.compute as pc
 
+    from sparkmv.demo.iceberg_deletes import delete_rows
     from sparkmv.sources import signed
-    from tests.sources.position_deletes import delete_rows
 
     table.append(_rows((1, "a"), (1, "b"), (1, "c")))
     table.append(_rows((2, "d")))
@@ -499,3 +499,34 @@ def test_a_small_signed_change_is_netted_in_arrow_with_repeated_rows(table: Tabl
     assert netted is not None
     # the rewrite retracted 4 rows and added 4; what is left: one of the two b's, a, and d
     assert sorted((r["v"], r["__smv_sign"]) for r in netted.to_pylist()) == [("a", -1), ("b", -1), ("d", 1)]
+
+
+@pytest.mark.spark
+def test_a_large_merge_on_read_change_is_read_by_spark_as_the_arrow_reader_reads_it(
+    spark, table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Above the Arrow netting size the rows at deleted positions are read by Spark scans
+    joined with the positions: the same signed rows as pyiceberg's reader gives."""
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    from sparkmv.demo.iceberg_deletes import delete_rows
+    from sparkmv.sources import signed
+
+    table.append(_rows((1, "a"), (1, "b"), (1, "c")))
+    table.append(_rows((2, "d"), (2, "e")))
+    consumed = _pin(table)
+    delete_rows(table, lambda t: pc.is_in(t.column("v"), pa.array(["b", "d"])), per_partition=True)
+    table.append(_rows((3, "f"), (3, "g")))
+    delete_rows(table, lambda t: pc.equal(t.column("v"), "g"))  # a file added since, with deletes
+    change = signed.signed_change(consumed, dataclasses.replace(consumed, snapshot_id=_sid(table)), table)
+    assert change.delta is not None
+    assert set(change.delta.partitions) == {signed.REPOSITIONED, signed.ADDED_DELETES}
+    expected = sorted(
+        (r["p"], r["v"], r["__smv_sign"]) for r in signed._arrow_rows(change.delta, table, ["p", "v"]).to_pylist()
+    )
+    assert expected == [(1, "b", -1), (2, "d", -1), (3, "f", 1)]
+    monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", 0)
+    rows = signed.read(spark, change.delta, lambda: table)
+    assert sorted((r["p"], r["v"], r["__smv_sign"]) for r in rows.collect()) == expected

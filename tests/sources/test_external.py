@@ -133,9 +133,9 @@ def test_external_lineage_maps_three_part_names_and_refuses_finer_expressions() 
 def test_equality_deletes_are_a_clear_error(tmp_path: Any) -> None:
     from pyiceberg.catalog.sql import SqlCatalog
 
+    from sparkmv.demo.iceberg_deletes import equality_delete
     from sparkmv.errors import RefreshError
     from sparkmv.sources import external_tables
-    from tests.sources.position_deletes import equality_delete
     from tests.sources.test_external_catalogs import make_events
 
     (tmp_path / "wh").mkdir()

@@ -19,11 +19,11 @@ from pyiceberg.schema import Schema
 from pyiceberg.transforms import BucketTransform, DayTransform
 from pyiceberg.types import LongType, NestedField, StringType, TimestampType
 
+from sparkmv.demo.iceberg_deletes import delete_rows
 from sparkmv.errors import AnalysisError, ObjectExistsError, ObjectNotFoundError, SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.storage.iceberg import RUN_ID_PROPERTY, IcebergStore
 from tests.helpers import rows_of
-from tests.sources.position_deletes import delete_rows
 
 SCHEMA = Schema(
     NestedField(1, "ts", TimestampType(), required=False),

@@ -43,3 +43,9 @@ class PositionStore:
         """Forget the positions of ``object_id`` (its next refresh cannot be incremental)."""
         session.execute(delete(PositionRow).where(PositionRow.object_id == object_id))
         session.flush()
+
+    @staticmethod
+    def count_at(session: Session, base_table: str, snapshot_id: int) -> int:
+        """How many objects consumed ``base_table`` at Iceberg snapshot ``snapshot_id``."""
+        rows = session.scalars(select(PositionRow.position).where(PositionRow.base_table == base_table))
+        return sum(1 for p in rows if isinstance(p, dict) and p.get("snapshot_id") == snapshot_id)

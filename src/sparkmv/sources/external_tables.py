@@ -24,8 +24,10 @@ exact on a resume, as a snapshot never changes). A snapshot with delete files is
 pyiceberg, which matches them to data files.
 
 Delete files. The data files of a partition without delete files are read by Spark as
-Parquet; a partition whose files carry position or equality deletes is read through
-pyiceberg (which applies them) into Spark via Arrow. More delete files than the catalog's
+Parquet; the files of a partition with position deletes (or deletion vectors) are read by
+Spark too, left-anti-joined with their deleted positions (read on the driver through
+pyiceberg: :mod:`sparkmv.storage.position_deletes`). Equality delete files cannot be
+applied and fail the read. More delete files than the catalog's
 ``sparkmv.max-delete-files`` (default 100) fail such a read with the table and the count
 named.
 """
@@ -52,7 +54,7 @@ from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName
 from sparkmv.sources import external
 from sparkmv.sources.pinned import UNPARTITIONED, PinnedPartition, PinnedTable, partition_path
-from sparkmv.storage import iceberg_manifests, partition_values
+from sparkmv.storage import iceberg_manifests, partition_values, position_deletes
 from sparkmv.storage.iceberg import DataFile
 from sparkmv.storage.lazy import lazy_module
 
@@ -368,13 +370,15 @@ def _check_deletes(pinned: PinnedTable) -> None:
 def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None = None) -> DataFrame:
     """A DataFrame over the pinned snapshot of an external table (of ``partitions`` only,
     when given): the files of partitions without delete files read by Spark as Parquet,
-    the others through pyiceberg with their deletes applied, in one union.
+    the others by Spark with their position deletes applied (a merge-on-read scan,
+    :mod:`sparkmv.storage.position_deletes`), in one union.
 
     Raises:
         RefreshError: partitions with delete files are read and the snapshot carries more
-            than the catalog's ``sparkmv.max-delete-files``.
+            than the catalog's ``sparkmv.max-delete-files``, or equality delete files.
     """
     from sparkmv.sources import iceberg
+    from sparkmv.storage.schema import schema_from_json
 
     chosen = {k: p for k, p in pinned.partitions.items() if partitions is None or k in partitions}
     if pinned.files_from_snapshot and any(not p.files for p in chosen.values()):  # stored without file lists
@@ -386,28 +390,15 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
     if not with_deletes:
         return plain
     _check_deletes(pinned)
-    files = {f for k in with_deletes for f in chosen[k].files}
-    arrow = _read_applying_deletes(pinned, files)
-    return plain.unionByName(_arrow_frame(spark, arrow, plain))
+    files = sorted({f for k in with_deletes for f in chosen[k].files})
+    schema = schema_from_json(pinned.schema_json)
+    applied = position_deletes.read_applying(spark, files, schema, _deleted(pinned, set(files)))
+    return plain.unionByName(applied)
 
 
-def _read_applying_deletes(pinned: PinnedTable, files: set[str]) -> pa.Table:
-    """The rows of data ``files`` of the pinned snapshot with their delete files applied."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan
-
+def _deleted(pinned: PinnedTable, files: set[str]) -> pa.Table:
+    """The positions deleted from data ``files`` at the pinned snapshot (``file_path``, ``pos``)."""
     name = ObjectName.parse(pinned.name, allow_reserved=True)
     table = external.load_table(name, pinned.catalog_properties)
-    scan = table.scan(snapshot_id=pinned.snapshot_id)
     tasks = [t for t in plan(name, table, pinned.snapshot_id) if t.file.file_path in files]
-    return ArrowScan(table.metadata, table.io, scan.projection(), AlwaysTrue()).to_table(tasks)
-
-
-def _arrow_frame(spark: SparkSession, arrow: pa.Table, like: DataFrame) -> DataFrame:
-    """``arrow`` as a Spark DataFrame with the columns and types of ``like``."""
-    from pyspark.sql import functions as F
-
-    if arrow.num_rows == 0:
-        return spark.createDataFrame([], like.schema)
-    df = spark.createDataFrame(arrow)
-    return df.select(*[F.col(f"`{f.name}`").cast(f.dataType).alias(f.name) for f in like.schema.fields])
+    return position_deletes.deleted_positions(table.io, tasks)

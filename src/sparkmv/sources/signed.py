@@ -125,11 +125,15 @@ def signed_change(consumed: PinnedTable, current: PinnedTable, table: Table) -> 
     parts = {r: _partition(tasks, str(current.snapshot_id)) for r, tasks in roles.items() if tasks}
     if not parts:
         return SignedChange(None)
+    # Each new delete file once, however many data files it covers (Spark writes one per
+    # partition): its record count is the positions it deletes.
     repositioned = sum(
-        d.record_count
-        for t in roles[REPOSITIONED]
-        for d in t.delete_files
-        if d.file_path not in _deletes(old[t.file.file_path])
+        {
+            d.file_path: d.record_count
+            for t in roles[REPOSITIONED]
+            for d in t.delete_files
+            if d.file_path not in _deletes(old[t.file.file_path])
+        }.values()
     )
     delta = dataclasses.replace(
         current,
@@ -205,9 +209,7 @@ def read(
         if role in parts:
             frames.append(read_files(spark, parts[role].files, schema).withColumn(SIGN_COLUMN, F.lit(sign)))
     if any(r in parts for r in (ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)):
-        arrow = _arrow_rows(pinned, load(), [f.name for f in schema.fields])
-        if arrow.num_rows:
-            frames.append(_from_arrow(spark, arrow, schema))
+        frames.extend(_merge_on_read_rows(spark, pinned, load(), schema))
     if not frames:
         return spark.createDataFrame([], schema).withColumn(SIGN_COLUMN, F.lit(1))
     rows = frames[0]
@@ -215,6 +217,50 @@ def read(
         rows = rows.unionByName(frame)
     net = netted(rows, [f.name for f in schema.fields]) if len(frames) > 1 else rows
     return _stored(spark, net, pinned, schema, cache_root) if cache_root is not None else net
+
+
+def _merge_on_read_rows(spark: SparkSession, pinned: PinnedTable, table: Table, schema: StructType) -> list[DataFrame]:
+    """The signed rows of the roles that carry delete files, as Spark scans of their data
+    files (:mod:`sparkmv.storage.position_deletes`): files added or removed read with the
+    deletes applying to them then, and the rows of kept files at the positions deleted
+    since (-1) or no longer deleted (+1). Only the deleted positions are read on the driver."""
+    from pyspark.sql import functions as F
+
+    from sparkmv.storage import position_deletes
+
+    parts = pinned.partitions
+    new = {t.file.file_path: t for t in plan(table, pinned.snapshot_id)}
+    old = {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)}
+    frames: list[DataFrame] = []
+    for role, sign, tasks in ((ADDED_DELETES, 1, new), (REMOVED_DELETES, -1, old)):
+        if role in parts:
+            files = parts[role].files
+            deleted = position_deletes.deleted_positions(table.io, [tasks[f] for f in files])
+            rows = position_deletes.read_applying(spark, files, schema, deleted)
+            frames.append(rows.withColumn(SIGN_COLUMN, F.lit(sign)))
+    if REPOSITIONED in parts:
+        files = parts[REPOSITIONED].files
+        before = position_deletes.deleted_positions(table.io, [old[f] for f in files])
+        after = position_deletes.deleted_positions(table.io, [new[f] for f in files])
+        changed = _changed_positions(before, after)
+        if changed.num_rows:
+            frames.append(position_deletes.read_at(spark, files, schema, changed))
+    return frames
+
+
+def _changed_positions(before: pa.Table, after: pa.Table) -> pa.Table:
+    """Positions deleted ``after`` but not ``before`` (sign -1: their rows left the table)
+    and deleted before but no longer (sign +1), as ``file_path``, ``pos``, :data:`SIGN_COLUMN`.
+
+    >>> b = pa.table({"file_path": ["f", "f"], "pos": pa.array([1, 2], pa.int64())})
+    >>> a = pa.table({"file_path": ["f", "g"], "pos": pa.array([2, 5], pa.int64())})
+    >>> _changed_positions(b, a).to_pylist()
+    [{'file_path': 'g', 'pos': 5, '__smv_sign': -1}, {'file_path': 'f', 'pos': 1, '__smv_sign': 1}]
+    """
+    keys = ["file_path", "pos"]
+    gone = after.join(before, keys, join_type="left anti")
+    back = before.join(after, keys, join_type="left anti")
+    return pa.concat_tables([_signed(gone.select(keys), -1), _signed(back.select(keys), 1)])
 
 
 def _stored(

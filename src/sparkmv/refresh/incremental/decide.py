@@ -20,6 +20,7 @@ from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
+from sparkmv.refresh.incremental import netting
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.incremental.pruned import Loader, joined_bytes
 from sparkmv.refresh.incremental.stage_cost import stage_read_bytes, staged_joined_bytes
@@ -211,51 +212,40 @@ def _change(rt: Runtime, consumed: PinnedTable, new: PinnedTable) -> BaseChange:
 def _netted_where_worth_it(
     rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis, changes: dict[str, BaseChange]
 ) -> dict[str, BaseChange]:
-    """``changes``, each measured by its netted rows (:func:`_netted`), netted now where AUTO
-    should pay for it: for AUTO's delta rules, a rewrite of at most :data:`SIGNED_FIXED_BYTES`
-    always; a dearer one only when netting reads at most this MV's FULL read, and when
-    INCREMENTAL could win at all (its estimate with every such change netted to nothing still
-    under FULL's). At TPC-H SF1 RF2, Q1 paid 55-61 s netting the rewrite of every month of
-    ``lineitem`` against a 10 s FULL, and Q3 9 s netting ``orders`` before recomputing (its
-    joins alone cost more than FULL); the MVs after them mostly still recomputed
-    (bench/RESULTS.md, issue 24), so no MV pays it for the others."""
+    """``changes``, each measured by its netted rows (:func:`netting.netted`), read now where
+    AUTO should pay for it: a change of at most :data:`SIGNED_FIXED_BYTES` always (for
+    AUTO's delta rules); a dearer one only when INCREMENTAL could win at all (its estimate,
+    with each such change at this MV's share of reading it, under FULL's) and that share is
+    at most this MV's FULL read. The share of a copy-on-write change is all of its netting
+    (at TPC-H SF1 RF2, Q1 paid 55-61 s netting the rewrite of every month of ``lineitem``
+    against a 10 s FULL, and the MVs after it mostly still recomputed: bench/RESULTS.md,
+    issue 24); that of a merge-on-read change is split among the MVs it serves
+    (:func:`netting.shared_read_bytes`)."""
     full = _full_candidate(inp).estimate_bytes or 0
-    eager = mv.properties.refresh_mode == "AUTO" and analysis.keyed is None
     pending = {
         t
         for t, c in changes.items()
-        if c.kind == SIGNED
+        if netting.iceberg_signed(c)
         and c.delta is not None
         and c.delta_bytes > SIGNED_FIXED_BYTES  # netting a small rewrite costs little either way
         and change_cache.cached_rows(rt.iceberg.warehouse, c.delta) is None
     }
+    # An affected-key recomputation reads the new input whole: netting a rewrite for it
+    # rarely pays, while a merge-on-read change is cheap to read and shared.
+    exact = all(netting.read_exactly(changes[t]) for t in pending)
+    eager = mv.properties.refresh_mode == "AUTO" and (analysis.keyed is None or exact)
+    # This MV's cost of reading each pending change: a copy-on-write one whole, a
+    # merge-on-read one its share; with a rewrite netted to nothing, could INCREMENTAL win?
+    cost = {t: netting.shared_read_bytes(rt, changes[t]) for t in pending}
     if eager and pending:
-        floor = {t: replace(c, delta_bytes=0) if t in pending else c for t, c in changes.items()}
+        floor = {
+            t: replace(c, delta_bytes=cost[t] if netting.read_exactly(c) else 0) if t in pending else c
+            for t, c in changes.items()
+        }
         estimate = _estimate(rt, mv, inp, analysis, floor).estimate_bytes
         eager = estimate is not None and estimate < full
     limit = max(full, SIGNED_FIXED_BYTES)
-    return {t: _netted(rt, c, eager and c.delta_bytes <= limit) for t, c in changes.items()}
-
-
-def _netted(rt: Runtime, change: BaseChange, eager: bool) -> BaseChange:
-    """``change`` measured by its netted rows when the change cache holds them
-    (:mod:`sparkmv.sources.change_cache`); when it does not and ``eager``, the change is
-    netted now and stored (it costs about one read of the rewritten files, which every
-    later MV over the same change then saves), so a copy-on-write delete of a few rows is
-    weighed as the few rows it is, not as the files it rewrote."""
-    delta = change.delta
-    if change.kind != SIGNED or delta is None or from_feed(delta) or any("|" in k for k in delta.partitions):
-        return change  # not an Iceberg change (Delta's are netted as they are read)
-    found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
-    if found is None and eager and rt.has_spark:
-        from sparkmv.sources.resolve import read_pinned
-
-        read_pinned(rt.spark, delta, store=rt.iceberg)  # nets and stores the change
-        found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
-    if found is None:
-        return change
-    rows, size = found
-    return replace(change, delta_bytes=size, netted_rows=rows)
+    return {t: netting.netted(rt, c, eager and cost.get(t, c.delta_bytes) <= limit) for t, c in changes.items()}
 
 
 def _static_problem(rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis) -> str | None:
@@ -330,22 +320,14 @@ def _estimate(
     if compactions:
         parts.append(f"{compactions} compaction snapshot(s) skipped")
     base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
-    ratio = sum(_changed_share(c, inp.pinned[t]) for t, c in changed.items()) / base_bytes
+    shares = (netting.changed_share(c, inp.pinned[t], _bytes(inp.pinned[t])) for t, c in changed.items())
+    ratio = sum(shares) / base_bytes
     limit = mv.properties.incremental_max_change_ratio
     read = [change_json(c) for _, c in sorted(changes.items())]
     if changed and ratio > limit and mv.properties.refresh_mode == "AUTO":
         why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
         return Candidate("INCREMENTAL", False, total, why, changes=read)
     return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
-
-
-def _changed_share(change: BaseChange, table: PinnedTable) -> float:
-    """The bytes of ``table`` the change amounts to: the files it reads, or for netted rows
-    (change cache) their share of the table's rows times its bytes."""
-    rows = sum(p.rows or 0 for p in table.partitions.values())
-    if change.netted_rows is None or not rows:
-        return change.delta_bytes
-    return change.netted_rows / rows * _bytes(table)
 
 
 def _iceberg_table(rt: Runtime, pinned: PinnedTable) -> Table | None:

@@ -1,11 +1,14 @@
-"""Writing a position delete file the way Spark, Trino or Flink do (merge-on-read), for
-tests: pyiceberg 0.12 deletes only by copy-on-write, so the delete file is written with
-pyarrow in the Iceberg spec's format and committed through pyiceberg's transaction API in a
-delete manifest."""
+"""Deleting Iceberg rows merge-on-read, as Spark, Trino or Flink do with
+``write.delete.mode = merge-on-read``: an outside writer for the demo, the benchmarks and the
+tests. pyiceberg 0.12 deletes only by copy-on-write (rewriting every data file holding a
+deleted row), so the delete files are written with pyarrow in the Iceberg spec's format and
+committed through pyiceberg's transaction API in a delete manifest."""
 
 from __future__ import annotations
 
+import os
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -85,7 +88,7 @@ def equality_delete(table: Table, column: str, field_id: int, values: pa.Array, 
                 file_format=FileFormat.PARQUET,
                 partition=partition,
                 record_count=len(values),
-                file_size_in_bytes=pq.ParquetFile(out).metadata.serialized_size,
+                file_size_in_bytes=os.path.getsize(out),
                 equality_ids=[field_id],
                 spec_id=table.spec().spec_id,
             )
@@ -93,31 +96,41 @@ def equality_delete(table: Table, column: str, field_id: int, values: pa.Array, 
     )
 
 
-def delete_rows(table: Table, predicate: Any) -> int:
-    """Delete the rows of ``table`` where ``predicate(arrow_table) -> boolean mask`` holds,
-    by one position delete file per data file holding such rows. Returns rows deleted."""
-    deletes: list[DataFile] = []
+def delete_rows(table: Table, predicate: Any, columns: Sequence[str] | None = None, per_partition: bool = False) -> int:
+    """Delete the rows of ``table`` where ``predicate(arrow_table) -> boolean mask`` holds
+    (the table's ``columns`` only, when given: all by default), in one ``delete`` snapshot of
+    position delete files: one per data file holding such rows, or with ``per_partition``
+    one per partition covering all its data files (as Spark's merge-on-read writes them).
+    Returns the rows deleted."""
+    found: dict[Any, list[tuple[Any, pa.Table]]] = {}
     deleted = 0
     for task in table.scan().plan_files():
         path = task.file.file_path
-        rows = pq.read_table(path.removeprefix("file://"))
-        mask = predicate(rows)
-        positions = pc.indices_nonzero(mask).cast(pa.int64())
+        rows = pq.read_table(path.removeprefix("file://"), columns=list(columns) if columns else None)
+        positions = pc.indices_nonzero(predicate(rows)).cast(pa.int64())
         if len(positions) == 0:
             continue
-        out = table.location().removeprefix("file://") + f"/data/delete-{uuid.uuid4().hex}.parquet"
-        pq.write_table(pa.table([pa.array([path] * len(positions)), positions], schema=_SCHEMA), out)
-        deletes.append(
-            DataFile.from_args(
-                content=DataFileContent.POSITION_DELETES,
-                file_path="file://" + out,
-                file_format=FileFormat.PARQUET,
-                partition=task.file.partition,
-                record_count=len(positions),
-                file_size_in_bytes=pq.ParquetFile(out).metadata.serialized_size,
-                spec_id=task.file.spec_id,
-            )
-        )
+        part = pa.table([pa.array([path] * len(positions)), positions], schema=_SCHEMA)
+        key = (task.file.spec_id, tuple(task.file.partition)) if per_partition else path
+        found.setdefault(key, []).append((task.file, part))
         deleted += len(positions)
-    commit_deletes(table, deletes)
+    commit_deletes(table, [_position_file(table, entries) for entries in found.values()])
     return deleted
+
+
+def _position_file(table: Table, entries: list[tuple[Any, pa.Table]]) -> DataFile:
+    """One position delete file of the deleted positions of ``entries`` (data file, its
+    positions), sorted by file and position as the spec requires."""
+    out = table.location().removeprefix("file://") + f"/data/delete-{uuid.uuid4().hex}.parquet"
+    rows = pa.concat_tables([p for _, p in entries]).sort_by([("file_path", "ascending"), ("pos", "ascending")])
+    pq.write_table(rows, out)
+    first = entries[0][0]
+    return DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path="file://" + out,
+        file_format=FileFormat.PARQUET,
+        partition=first.partition,
+        record_count=rows.num_rows,
+        file_size_in_bytes=os.path.getsize(out),
+        spec_id=first.spec_id,
+    )
