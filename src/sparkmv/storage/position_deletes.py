@@ -141,9 +141,7 @@ def read_at(spark: SparkSession, files: list[str], schema: StructType, positions
         return empty.select("*", *[F.lit(None).cast("int").alias(c) for c in extra])
     rows = with_positions(spark, files, schema)
     pairs = positions_frame(spark, positions, spark_spellings(spark, files, schema))
-    return rows.join(pairs, [FILE_COLUMN, POSITION_COLUMN], "inner").drop(
-        FILE_COLUMN, POSITION_COLUMN
-    )
+    return rows.join(pairs, [FILE_COLUMN, POSITION_COLUMN], "inner").drop(FILE_COLUMN, POSITION_COLUMN)
 
 
 def deleted_positions(io: FileIO, tasks: Iterable[FileScanTask]) -> pa.Table:
