@@ -50,7 +50,7 @@ class _AddDeletes(_FastAppendFiles):
 
     def _manifests(self) -> list[ManifestFile]:
         spec = self._transaction.table_metadata.spec()
-        writer = _DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(), self._snapshot_id, "gzip")
+        writer = _DeleteManifestWriter(spec, self.schema(), self.new_manifest_output(), self._snapshot_id, "deflate")
         with writer:
             for f in self.deletes:
                 writer.add_entry(
@@ -111,7 +111,7 @@ def delete_rows(table: Table, predicate: Any, columns: Sequence[str] | None = No
         if len(positions) == 0:
             continue
         part = pa.table([pa.array([path] * len(positions)), positions], schema=_SCHEMA)
-        key = (task.file.spec_id, tuple(task.file.partition)) if per_partition else path
+        key: Any = (task.file.spec_id, str(task.file.partition)) if per_partition else path
         found.setdefault(key, []).append((task.file, part))
         deleted += len(positions)
     commit_deletes(table, [_position_file(table, entries) for entries in found.values()])
