@@ -185,3 +185,65 @@ def test_spark_netting_keeps_exactly_the_changed_rows(spark: Any) -> None:
     rows = spark.createDataFrame(kept + changed, f"k int, s string, v double, {SIGN_COLUMN} int")
     got = sorted((tuple(r) for r in netted(rows, ["k", "s", "v"]).collect()), key=str)
     assert got == sorted(changed, key=str)
+
+
+def _lake_four_files(client: Any, tmp_path: Path, rows: int) -> Any:
+    """Four files of ``rows`` rows as ``_four_files``, as table ``lake.db.ice`` of an
+    external SQL catalog ``lake`` written by an outside pyiceberg (sparkmv's own tables never
+    carry delete files)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    uri, warehouse = f"sqlite:///{tmp_path}/lake.db", tmp_path / "lakewh"
+    warehouse.mkdir()
+    cat = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
+    cat.create_namespace("db")
+    schema = pa.schema([("k", pa.string()), ("v", pa.int64())])
+    ice = cat.create_table(("db", "ice"), schema=schema)
+    for f in range(4):
+        keys = [f"k{i % 7}" for i in range(rows)]
+        ice.append(pa.table({"k": keys, "v": [f * rows + i for i in range(rows)]}, schema))
+    client.execute(
+        'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
+        f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
+    )
+    return ice
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("consumers", [1, 3])
+def test_a_merge_on_read_change_is_read_when_its_share_is_under_full(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, consumers: int
+) -> None:
+    """Position deletes in every file: reading the change scans all four files (plus the
+    delete files), more than one MV's FULL read. Alone, the MV recomputes and nothing is
+    stored; with three MVs over the table at the same snapshot, its share is a third, so
+    AUTO reads the change once (stored for the others) and refreshes INCREMENTAL. The
+    change is weighed as the rows deleted, not as the files it reads. Exact either way."""
+    import pyarrow.compute as pc
+
+    from sparkmv.demo.iceberg_deletes import delete_rows
+    from sparkmv.refresh.incremental import decide
+
+    monkeypatch.setattr(decide, "SIGNED_FIXED_BYTES", 0)
+    client = make_client(tmp_path / "home")
+    ice = _lake_four_files(client, tmp_path, 20_000)
+    query = AGG.replace("FROM ice", "FROM lake.db.ice")
+    names = [f"mv{i}" for i in range(consumers)]
+    for name in names:
+        client.sql(f"CREATE MATERIALIZED VIEW {name} REFRESH DEFERRED AS {query}")
+        assert client.refresh(name).mode == "FULL"
+    deleted = delete_rows(ice, lambda t: pc.is_in(t.column("v"), pa.array([5, 20_005, 40_005, 60_005], pa.int64())))
+    assert deleted == 4
+    run = client.refresh("mv0", raise_on_failure=True)
+    incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
+    entries = list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))
+    if consumers == 1:
+        assert "+0 / -4 rows (signed change log), 4 files read" in incremental["reason"], incremental
+        assert "change ratio" not in incremental["reason"], "4 of 80,000 rows is a small change"
+        assert run.mode == "FULL" and not entries, run
+    else:
+        assert "4 rows netted from +0 / -4" in incremental["reason"], incremental
+        assert run.mode == "INCREMENTAL" and len(entries) == 1, run
+        assert [client.refresh(n, raise_on_failure=True).mode for n in names[1:]] == ["INCREMENTAL"] * 2
+    for name in names:
+        assert_mv_matches(client, name, query)
