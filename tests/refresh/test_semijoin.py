@@ -21,6 +21,13 @@ from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental import delta, semijoin
 from tests.helpers import rows_of
 
+
+@pytest.fixture(autouse=True)
+def _reduce_small_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tables are a few KiB: reduce them all the same."""
+    monkeypatch.setattr(semijoin, "MIN_TARGET_BYTES", 0)
+
+
 ORD, ITEMS, CUST = (ObjectName("default", n) for n in ("orders", "items", "cust"))
 COLS: dict[ObjectName, dict[str, object]] = {
     ORD: {"ok": "long", "ck": "long", "amt": "long"},
@@ -211,3 +218,22 @@ def test_a_semijoin_stage_is_estimated_by_its_keys_range(make_client: Any, tmp_p
     assert size * 4 < 2 * items, reason  # twice the new items file, not twice all of items
     joined = re.search(r"joins (\S+) KiB of (\S+) KiB \(min/max pruning on [^)]*ok", reason)
     assert joined is not None and float(joined.group(1)) * 4 < float(joined.group(2)), reason
+
+
+@pytest.mark.spark
+def test_a_table_smaller_than_the_threshold_is_joined_whole(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Below MIN_TARGET_BYTES no key is collected: the term reads orders whole, exactly."""
+    monkeypatch.setattr(semijoin, "MIN_TARGET_BYTES", 1 << 40)
+    client, world = _setup(make_client, tmp_path)
+    terms: list[Any] = []
+    term = delta.Views.term
+    monkeypatch.setattr(delta.Views, "term", lambda self, *a: terms.append(term(self, *a)) or terms[-1])
+    collected: list[Any] = []
+    collect = semijoin.Reducer._collect
+    monkeypatch.setattr(semijoin.Reducer, "_collect", lambda self, *a: collected.append(a) or collect(self, *a))
+    world.append("items", [(7990 + j, 1) for j in range(5)])
+    _check(client, world)
+    assert collected == []
+    assert _scan_rows(terms[-1], "orders") == 8000

@@ -16,7 +16,9 @@ says where that is sound), ``Tj`` is read filtered by the values ``ΔTi`` holds 
 NULL keys never match an equi-join, so they are left out. Columns of types without exact
 literals (timestamps, nested types) or of floating point are not reduced
 (:func:`_literal_type`). A delta of more than :data:`MAX_DELTA_ROWS` known rows is not
-reduced (collecting its values would cost about what the reduction saves).
+reduced (collecting its values would cost about what the reduction saves), nor is a target
+table of at most :data:`MIN_TARGET_BYTES` (a broadcast join reads it whole for less than
+the Spark job collecting the delta's values costs).
 """
 
 from __future__ import annotations
@@ -34,6 +36,10 @@ MAX_IN_VALUES = 1000
 """Most distinct delta values filtered as an IN list of literals (else as their range)."""
 MAX_DELTA_ROWS = 5_000_000
 """Most rows of a delta (when known) whose values are collected for a reduction."""
+MIN_TARGET_BYTES = 16 * 1024 * 1024
+"""A table of at most this many bytes is not reduced: at TPC-H SF1 after RF1, collecting
+the 7,400 part keys of ``lineitem``'s delta (two Spark jobs, 0.3-0.8 s) to filter the 6 MiB
+``part`` table cost Q14 more than its FULL refresh (bench/RESULTS.md, issue 24)."""
 ENABLED = True
 """Module switch (tests and benchmarks compare with it off)."""
 
@@ -60,16 +66,23 @@ class Reducer:
         changed: str,
         frames: Mapping[str, DataFrame],
         delta_rows: int | None,
+        sizes: Mapping[str, int | None] | None = None,
     ) -> dict[str, tuple[str, Column]]:
         """Base table (qualified) -> (a text naming the filter, the filter) of the term of
         ``changed`` in ``query``; ``frames``: every base table's frame as the term reads
-        it (``changed``: its delta). Empty when nothing can be reduced."""
+        it (``changed``: its delta); ``sizes``: their bytes where known (a table of at most
+        :data:`MIN_TARGET_BYTES` is not reduced). Empty when nothing can be reduced."""
         if not ENABLED or (delta_rows is not None and delta_rows > MAX_DELTA_ROWS):
             return {}
         names = {ObjectName.parse(t, allow_reserved=True): t for t in frames}
         columns = {n: column_types(frames[t]) for n, t in names.items()}
         changed_name = ObjectName.parse(changed, allow_reserved=True)
-        found = [r for r in reductions(query, changed_name, columns) if _literal_type(columns[changed_name][r.source])]
+        small = {n for n, t in names.items() if (size := (sizes or {}).get(t)) is not None and size <= MIN_TARGET_BYTES}
+        found = [
+            r
+            for r in reductions(query, changed_name, columns)
+            if _literal_type(columns[changed_name][r.source]) and r.target not in small
+        ]
         if not found:
             return {}
         values = self._collect(changed, sorted({r.source for r in found}), frames[changed])
@@ -85,23 +98,23 @@ class Reducer:
     def _collect(self, table: str, columns: list[str], delta: DataFrame) -> dict[str, tuple[str, list[object]]]:
         """Column -> ("in", its distinct values) or ("range", [min, max]) in ``delta``
         (NULLs left out; an empty list when none), for each of ``columns``: one Spark job
-        over the delta for all of them (the distinct tuples, at most :data:`MAX_IN_VALUES`
-        of them), a second one (their minimums and maximums) when there are more."""
+        over the delta for all of them (each column's minimum, maximum and distinct values,
+        of which at most :data:`MAX_IN_VALUES` + 1 reach the driver)."""
         wanted = [c for c in columns if (table, c) not in self.values]
         if wanted:
             cols = [F.col(_q(c)) for c in wanted]
-            some = cols[0].isNotNull()
-            for col in cols[1:]:
-                some = some | col.isNotNull()
-            rows = delta.select(*cols).where(some).distinct().limit(MAX_IN_VALUES + 1).collect()
-            if len(rows) <= MAX_IN_VALUES:
-                for i, c in enumerate(wanted):
-                    self.values[(table, c)] = ("in", sorted({r[i] for r in rows if r[i] is not None}))
-            else:
-                row = delta.agg(*[f(col) for col in cols for f in (F.min, F.max)]).first()
-                for i, c in enumerate(wanted):
-                    bounds = [row[2 * i], row[2 * i + 1]] if row is not None and row[2 * i] is not None else []
-                    self.values[(table, c)] = ("range", bounds)
+            aggs = [
+                agg
+                for col in cols
+                for agg in (F.min(col), F.max(col), F.slice(F.collect_set(col), 1, MAX_IN_VALUES + 1))
+            ]
+            row = delta.agg(*aggs).first()
+            for i, c in enumerate(wanted):
+                low, high, some = (row[3 * i], row[3 * i + 1], row[3 * i + 2]) if row is not None else (None, None, [])
+                if len(some or []) <= MAX_IN_VALUES:
+                    self.values[(table, c)] = ("in", sorted(some or []))
+                else:
+                    self.values[(table, c)] = ("range", [low, high] if low is not None else [])
         return {c: self.values[(table, c)] for c in columns}
 
 
