@@ -35,6 +35,7 @@ named.
 from __future__ import annotations
 
 import dataclasses
+import json
 from datetime import UTC, date, datetime, timedelta
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -398,7 +399,18 @@ def read(spark: SparkSession, pinned: PinnedTable, partitions: set[str] | None =
 
 def _deleted(pinned: PinnedTable, files: set[str]) -> pa.Table:
     """The positions deleted from data ``files`` at the pinned snapshot (``file_path``, ``pos``)."""
-    name = ObjectName.parse(pinned.name, allow_reserved=True)
-    table = external.load_table(name, pinned.catalog_properties)
-    tasks = [t for t in plan(name, table, pinned.snapshot_id) if t.file.file_path in files]
+    import pyarrow.compute as pc
+
+    assert pinned.snapshot_id is not None
+    every = _deleted_at(pinned.name, pinned.snapshot_id, json.dumps(pinned.catalog_properties, sort_keys=True))
+    return every.filter(pc.is_in(every.column("file_path"), value_set=pa.array(sorted(files), pa.string())))
+
+
+@lru_cache(maxsize=16)
+def _deleted_at(name: str, snapshot_id: int, properties: str) -> pa.Table:
+    """Every position deleted at snapshot ``snapshot_id`` of external table ``name`` (a
+    snapshot never changes: a run's several reads of it plan and read its delete files once)."""
+    table_name = ObjectName.parse(name, allow_reserved=True)
+    table = external.load_table(table_name, json.loads(properties))
+    tasks = [t for t in plan(table_name, table, snapshot_id) if t.delete_files]
     return position_deletes.deleted_positions(table.io, tasks)
