@@ -5,9 +5,9 @@ for each scale, in its own process (a fresh JVM), ``lineitem`` (``tpchgen-cli``,
 under ``--data``) is sorted by ``l_shipdate`` (DuckDB, spilling to disk) and written by
 pyiceberg, as an outside writer would, into an external Iceberg SQL catalog (SQLite) in a
 temp directory: ``lake.tpch.lineitem`` partitioned by ``day(l_shipdate)`` (~2,526 day
-partitions; written sorted in appends of :data:`BATCH_ROWS` rows, so each day is one file,
-or two at a batch boundary, at both scales: the file count stays the same, the rows per
-file grow tenfold). Three MVs:
+partitions; written sorted in appends of up to :data:`BATCH_ROWS` rows, so each day is one
+file, or a few where appends meet, at both scales: the file count stays about the same,
+the rows per file grow tenfold). Three MVs:
 
 - ``daily``: a Q1-like aggregate per ``l_shipdate, l_returnflag, l_linestatus``,
   ``PARTITION BY l_shipdate`` (one MV partition per day), AUTO;
