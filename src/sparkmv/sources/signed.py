@@ -395,8 +395,9 @@ def _arrow_rows(
         out.append(_signed(_scan(table, [new[f] for f in parts[ADDED_DELETES].files], columns), 1))
     if REMOVED_DELETES in parts:
         out.append(_signed(_scan(table, [old[f] for f in parts[REMOVED_DELETES].files], columns), -1))
-    for path in parts[REPOSITIONED].files if REPOSITIONED in parts else []:
-        out.append(_repositioned(table, old[path], new[path], columns))
+    if REPOSITIONED in parts:
+        files = parts[REPOSITIONED].files
+        out.append(_repositioned(table, [old[f] for f in files], [new[f] for f in files], columns))
     out = [t for t in out if t.num_rows]
     return pa.concat_tables(out) if out else pa.table({SIGN_COLUMN: pa.array([], pa.int32())})
 
@@ -419,28 +420,18 @@ def _signed(rows: pa.Table, sign: int) -> pa.Table:
     return rows.append_column(SIGN_COLUMN, pa.array([sign] * rows.num_rows, pa.int32()))
 
 
-def _repositioned(table: Table, old: FileScanTask, new: FileScanTask, columns: list[str]) -> pa.Table:
-    """- the rows of one data file at the positions deleted since ``old``, + those at the
-    positions no longer deleted, read from the file as written (no deletes applied)."""
-    before, after = _positions(table, old), _positions(table, new)
-    gone = pc.filter(after, pc.invert(pc.is_in(after, value_set=before))) if len(after) else after
-    back = pc.filter(before, pc.invert(pc.is_in(before, value_set=after))) if len(before) else before
-    if not len(gone) and not len(back):
-        return pa.table({SIGN_COLUMN: pa.array([], pa.int32())})
-    raw = _scan(table, [FileScanTask(new.file)], columns)
-    parts = [_signed(raw.take(pc.unique(gone)), -1)] if len(gone) else []
-    if len(back):
-        parts.append(_signed(raw.take(pc.unique(back)), 1))
-    return pa.concat_tables(parts)
+def _repositioned(table: Table, old: list[FileScanTask], new: list[FileScanTask], columns: list[str]) -> pa.Table:
+    """- the rows of kept data files at the positions deleted since ``old`` (their tasks at
+    the consumed snapshot), + those at the positions no longer deleted (``new``: the same
+    files' tasks now), read from each file as written (no deletes applied); each delete file
+    is read once however many of the files it covers."""
+    from sparkmv.storage.position_deletes import deleted_positions
 
-
-def _positions(table: Table, task: FileScanTask) -> pa.Array:
-    """The deleted row positions of ``task``'s data file (int64)."""
-    from pyiceberg.io.pyarrow import _read_deletes
-
-    arrays: list[pa.Array] = []
-    for delete in task.delete_files:
-        found = _read_deletes(table.io, delete).get(task.file.file_path)
-        if found is not None:
-            arrays.extend(found.cast(pa.int64()).chunks)
-    return pa.concat_arrays(arrays) if arrays else pa.array([], pa.int64())
+    changed = _changed_positions(deleted_positions(table.io, old), deleted_positions(table.io, new))
+    out: list[pa.Table] = []
+    for task in new:
+        mine = changed.filter(pc.equal(changed.column("file_path"), task.file.file_path))
+        if mine.num_rows:
+            raw = _scan(table, [FileScanTask(task.file)], columns)
+            out.append(raw.take(mine.column("pos")).append_column(SIGN_COLUMN, mine.column(SIGN_COLUMN)))
+    return pa.concat_tables(out) if out else pa.table({SIGN_COLUMN: pa.array([], pa.int32())})

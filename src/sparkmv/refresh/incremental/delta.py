@@ -195,9 +195,9 @@ class Views:
         frames = {t: self.rt.spark.table(views[ObjectName.parse(t, allow_reserved=True)]) for t in roles}
         rows = [p.rows for p in delta[changed].partitions.values()]
         known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
-        sizes = {
-            t: None if src.kind == "stage" else sum(p.bytes for p in src.partitions.values())
-            for t, (_, src) in roles.items()
+        sizes = {  # bytes of each base table as pinned; None for a virtual input (an inner stage)
+            t: None if (t, role) in self.frames else sum(p.bytes for p in src.partitions.values())
+            for t, (role, src) in roles.items()
         }
         for table, (text, cond) in self.reducer.conditions(query, changed, frames, known, sizes).items():
             role, source = roles[table]
