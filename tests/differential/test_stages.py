@@ -80,7 +80,7 @@ def test_staged_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp_pat
     text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_stage_decorrelated").message or ""
     assert "maintenance plan: delta rules" in text, text
     assert (
-        "    SELECT g.k AS __smv_k0, 2 * AVG(g.v) AS __smv_v FROM fact AS g WHERE NOT g.x IS NULL GROUP BY g.k"
+        "    SELECT g.k AS __smv_k0, AVG(g.v) AS __smv_v0 FROM fact AS g WHERE NOT g.x IS NULL GROUP BY g.k"
     ) in text.splitlines(), text
 
     # EXISTS and IN (grouped by the compared column) as joins with stages of distinct keys:

@@ -470,3 +470,37 @@ def _augment(select: exp.Select, columns: tuple[OutputColumn, ...]) -> str:
         if column.role in ("sum", "avg"):
             extra.append(exp.alias_(exp.Count(this=arg.copy()), column.state[-1]))
     return select.copy().select(*extra, copy=False).sql(DIALECT)
+
+
+@functools.lru_cache(maxsize=256)
+def stage_state_analysis(sql: str) -> IvmAnalysis | None:
+    """The delta-rule analysis of an inner stage's query (``sql``, its own inner stages
+    none) when the stage is a *decomposable* aggregate: one SELECT with GROUP BY over inner
+    joins and filters whose values are SUM, COUNT or AVG calls or formulas over SUM and
+    COUNT (no MIN / MAX, which a retraction may force to recompute), so its output per key
+    is kept as state (its augmented columns) and the delta rules merge the change into it
+    (:mod:`sparkmv.refresh.incremental.stage_state`); None for any other stage. A stage's
+    reserved output names (``__smv_k0``, ``__smv_v0``) are allowed.
+
+    >>> a = stage_state_analysis("SELECT l_partkey AS __smv_k0, AVG(l_quantity) AS __smv_v0 "
+    ...                          "FROM lineitem GROUP BY l_partkey")
+    >>> [(c.name, c.role) for c in a.columns], a.state_columns
+    ([('__smv_k0', 'group'), ('__smv_v0', 'avg')], ('__smv_count', '__smv_sum_1', '__smv_nn_1'))
+    >>> stage_state_analysis("SELECT k AS __smv_k0, max(x) AS __smv_v FROM t GROUP BY k") is None
+    True
+    """
+    query = parse_query(sql)
+    if not isinstance(query, exp.Select) or query.args.get("group") is None:
+        return None
+    branches, reason = _branches(query)
+    if reason is not None or len(branches) != 1:
+        return None
+    if _branch_problem(branches[0], in_union=False) is not None:
+        return None
+    columns, reason = _aggregate_columns(branches[0])
+    if reason is not None or any(c.role in ("min", "max") for c in columns):
+        return None
+    state = (ROW_COUNT, *(name for column in columns for name in column.state))
+    if any(c.name in state for c in columns):
+        return None
+    return IvmAnalysis(None, True, columns, state, _augment(branches[0], columns))

@@ -20,8 +20,12 @@ al., VLDB 2023) and the "stages" of Snowflake's dynamic tables. Three kinds of s
   ``agg`` is NULL on no rows (arithmetic over SUM / AVG / MIN / MAX, not COUNT) becomes the
   inner join of the stage ``SELECT inner.c AS __smv_k0, agg AS __smv_v FROM ... WHERE
   <local filters> GROUP BY inner.c`` on ``__smv_k0 = outer.c AND x <op> __smv_v`` (TPC-H
-  Q17): exact, as a NULL comparison drops the row either way. Only tried when the query
-  above is not maintained with the subquery in place;
+  Q17): exact, as a NULL comparison drops the row either way. When ``agg`` is arithmetic
+  over aggregate calls (Q17's ``0.2 * avg(l_quantity)``), the stage selects the calls
+  (``__smv_v0``, ``__smv_v1``, ...) and the comparison applies the arithmetic to them: the
+  same expression over the same values, and a stage of plain aggregates is one the delta
+  rules maintain from kept state (:mod:`sparkmv.refresh.incremental.stage_state`). Only
+  tried when the query above is not maintained with the subquery in place;
 - a semi-join: the WHERE conjunct ``EXISTS (SELECT ... WHERE inner.c = outer.c AND <local
   filters>)`` or ``x IN (SELECT y ...)`` (not negated; ``y`` no aggregate, its subquery
   grouped by ``y`` alone or not grouped) becomes the inner join of the stage of distinct keys
@@ -48,9 +52,9 @@ another name the outer query's; of two unqualified columns the left one is the s
 ...     "AND t.q < (SELECT 0.5 * avg(q) FROM t AS i WHERE i.k = u.k AND i.z > 0)"))
 >>> print(outer.sql())
 SELECT SUM(a) AS s FROM t CROSS JOIN u JOIN __smv_stage_1 ON __smv_stage_1.__smv_k0 = u.k \
-WHERE t.k = u.k AND t.q < __smv_stage_1.__smv_v
+WHERE t.k = u.k AND t.q < (0.5 * __smv_stage_1.__smv_v0)
 >>> stages[0][1].sql()
-'SELECT i.k AS __smv_k0, 0.5 * AVG(q) AS __smv_v FROM t AS i WHERE i.z > 0 GROUP BY i.k'
+'SELECT i.k AS __smv_k0, AVG(q) AS __smv_v0 FROM t AS i WHERE i.z > 0 GROUP BY i.k'
 """
 
 from __future__ import annotations
@@ -175,10 +179,19 @@ def _decorrelate(
         return
     inner, outer, local = shape
     stage = _stage_body(body, inner, local)
-    stage.select(exp.alias_(body.expressions[0].unalias().copy(), STAGE_VALUE), copy=False)
+    value = body.expressions[0].unalias().copy()
+    calls = [n for n in value.dfs() if isinstance(n, _NULL_ON_EMPTY) and n.find_ancestor(*_NULL_ON_EMPTY) is None]
+    if isinstance(value, _NULL_ON_EMPTY):
+        calls = []
+    for j, call in enumerate(calls):  # arithmetic over calls: the calls are the stage's values
+        stage.select(exp.alias_(call.copy(), f"{STAGE_VALUE}{j}"), copy=False)
+    if not calls:
+        stage.select(exp.alias_(value, STAGE_VALUE), copy=False)
     stage.group_by(*[c.copy() for c in inner], copy=False)
     name = stage_of(stage)
-    predicate.replace(exp.column(STAGE_VALUE, table=name))
+    for j, call in enumerate(calls):
+        call.replace(exp.column(f"{STAGE_VALUE}{j}", table=name))
+    predicate.replace(exp.paren(value, copy=False) if calls else exp.column(STAGE_VALUE, table=name))
     _join_stage(select, name, outer)
 
 

@@ -24,6 +24,7 @@ from sparkmv.refresh.incremental import netting
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.incremental.pruned import Loader, joined_bytes
 from sparkmv.refresh.incremental.stage_cost import stage_read_bytes, staged_joined_bytes
+from sparkmv.refresh.incremental.stage_state import StateStore, kept_stages
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
@@ -288,8 +289,9 @@ def _estimate(
     joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
-    keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
-    staged = stage_bytes(inp.pinned, analysis.stages, changed, load) if changed else 0
+    kept = _kept_states(rt, mv, analysis, changes) if changed else {}
+    keyed = _keyed_bytes(inp, analysis, kept) if analysis.keyed is not None and changed else 0
+    staged = stage_bytes(inp.pinned, analysis.stages, changed, load, kept) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
     terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0
     total = appended + joined + rewritten + recomputed + keyed + staged + fixed + terms
@@ -298,8 +300,13 @@ def _estimate(
         parts.insert(0, f"{analysis.technique} of the group keys ({', '.join(analysis.keyed.keys)})")
     if keyed:
         parts.append(f"recomputes the touched groups from the new input filtered by their keys (~{size_text(keyed)})")
-    if staged:
-        names = ", ".join(s.name for s in analysis.stages)
+    if kept:
+        names = ", ".join(sorted(kept))
+        parts.append(
+            f"inner stages ({names}) merge their change into their kept state ({size_text(sum(kept.values()))})"
+        )
+    if staged and any(s.name not in kept for s in analysis.stages):
+        names = ", ".join(s.name for s in analysis.stages if s.name not in kept)
         parts.append(
             f"inner stages ({names}) recompute their touched keys over the old and new input (~{size_text(staged)})"
         )
@@ -403,14 +410,41 @@ TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of 
 or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
 
 
-def _keyed_bytes(inp: PlanInput) -> int:
+def _kept_states(
+    rt: Runtime, mv: MvDefinition, analysis: IvmAnalysis, changes: dict[str, BaseChange]
+) -> dict[str, int]:
+    """Stage name -> bytes of its kept state at the consumed positions, for each inner stage
+    (nested ones too) maintained from its state (:mod:`sparkmv.refresh.incremental.stage_state`)."""
+    if not analysis.stages:
+        return {}
+    store = StateStore.of(rt.iceberg.load(mv.name).location())
+    old = {t: c.old for t, c in changes.items()}
+    sizes = {stage.name: store.size(stage, state, old) for stage, state in kept_stages(analysis.stages)}
+    return {name: size for name, size in sizes.items() if size is not None}
+
+
+def _keyed_bytes(inp: PlanInput, analysis: IvmAnalysis, kept: dict[str, int]) -> int:
     """Bytes an affected-key recomputation costs about as much as reading: the whole new
     input. It scans it (unless its key filter prunes partitions or row groups), though it
     joins and aggregates only the touched keys' rows; measured on TPC-H SF 0.1
     (bench/RESULTS.md, issue 24), every forced affected-key recomputation was slower than
     FULL (1.1x to 7x: the key queries and the merge are Spark jobs of their own), and
-    counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time."""
-    return sum(_bytes(p) for p in inp.pinned.values())
+    counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time. Over
+    inner stages, a stage maintained from its ``kept`` state is read as that state, not as
+    its base tables (which count only when the query above reads them too)."""
+    if not kept or not analysis.staged_sql:
+        return sum(_bytes(p) for p in inp.pinned.values())
+    total, names = sum(kept.values()), _table_names(analysis.staged_sql)
+    for stage in analysis.stages:
+        if stage.name not in kept:
+            names |= _table_names(stage.analysis.augmented_sql)
+    return total + sum(
+        _bytes(p) for t, p in inp.pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in names
+    )
+
+
+def _table_names(sql: str) -> set[str]:
+    return {str(t) for t in referenced_tables(parse_query(sql))}
 
 
 def stage_bytes(
@@ -418,6 +452,7 @@ def stage_bytes(
     stages: tuple[Stage, ...],
     changed: dict[str, BaseChange] | None = None,
     load: Loader | None = None,
+    kept: dict[str, int] | None = None,
 ) -> int:
     """Bytes the inner stages' virtual inputs cost about as much as reading: each stage
     (nested ones too) reads the base tables of its query twice, over the new and the old
@@ -427,13 +462,18 @@ def stage_bytes(
     new keys above the old ones) only those."""
     total = 0
     for stage in stages:
+        if kept and stage.name in kept:  # its state read and written; its other tables read by its terms
+            tables = _table_names(stage.analysis.augmented_sql)
+            others = [p for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables]
+            total += 2 * kept[stage.name] + (sum(_bytes(p) for p in others) if len(others) > 1 else 0)
+            continue
         pruned = stage_read_bytes(stage.analysis, pinned, changed, load) if changed and load else None
         if pruned is None:
             tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
             pruned = sum(
                 _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
             )
-        total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load)
+        total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load, kept)
     return total
 
 

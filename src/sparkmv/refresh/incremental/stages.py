@@ -13,15 +13,17 @@ table's three positions are:
 
 Then ``new = old + delta`` as multisets, which is all the stage above needs: the delta rules
 are multilinear in their inputs, and affected-key recomputation reads each input's delta
-(signs ignored) and its new input. Nothing is stored: the state is the base tables' time
-travel.
+(signs ignored) and its new input. A decomposable stage whose state the MV keeps is read
+from that state and merged with its change instead
+(:mod:`sparkmv.refresh.incremental.stage_state`); any other stage keeps nothing: its old
+side is the base tables' time travel.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -31,6 +33,7 @@ from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.signed import SIGN
 from sparkmv.refresh.incremental.delta import Views, key_filter
 from sparkmv.refresh.incremental.keyed import touched_keys
+from sparkmv.refresh.incremental.stage_state import StateStore, frames_from_state
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 
@@ -50,6 +53,9 @@ class StagedInputs:
         views: the run's temporary views (virtual inputs among them).
         new, old, delta: the base tables' positions, with the virtual inputs added
             (``delta`` only for a stage some key of which was touched).
+        state: the MV's stage state (:mod:`sparkmv.refresh.incremental.stage_state`);
+            None: every stage is recomputed over both inputs.
+        from_state: the stages maintained from their state in this run.
     """
 
     analysis: IvmAnalysis
@@ -57,6 +63,8 @@ class StagedInputs:
     new: dict[str, PinnedTable]
     old: dict[str, PinnedTable]
     delta: dict[str, PinnedTable]
+    state: StateStore | None = None
+    from_state: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -66,11 +74,13 @@ def staged_inputs(
     new: dict[str, PinnedTable],
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
+    state: StateStore | None = None,
 ) -> Iterator[StagedInputs]:
-    """The run's inputs with the inner stages of ``analysis`` registered as virtual inputs;
-    the temporary views are dropped when the context exits."""
+    """The run's inputs with the inner stages of ``analysis`` registered as virtual inputs
+    (a decomposable stage from its ``state`` when kept); the temporary views are dropped
+    when the context exits."""
     views = Views(rt)
-    out = StagedInputs(analysis, views, dict(new), dict(old), dict(delta))
+    out = StagedInputs(analysis, views, dict(new), dict(old), dict(delta), state)
     try:
         for stage in analysis.stages:
             _add_stage(rt, stage, out)
@@ -92,17 +102,24 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
         own = replace(own, augmented_sql=own.staged_sql, staged_sql="", stages=())
     query = parse_query(own.augmented_sql)
     views = inputs.views
-    fresh = views.over(query, "new", inputs.new)
-    before = views.over(query, "old", inputs.old)
+    kept = None
+    if inputs.state is not None:
+        kept = frames_from_state(rt, inputs.state, stage, inputs.new, inputs.old, inputs.delta, views)
+    fresh = kept.new if kept is not None else views.over(query, "new", inputs.new)
+    before = kept.old if kept is not None else views.over(query, "old", inputs.old)
     placeholder = PinnedTable(stage.name, STAGE_KIND, "{}", [])
     views.frames[(stage.name, "new")] = fresh
     views.frames[(stage.name, "old")] = before
     inputs.new[stage.name] = inputs.old[stage.name] = placeholder
-    assert own.keyed is not None
-    with touched_keys(rt, own, fresh.schema, inputs.new, inputs.old, inputs.delta, views) as terms:
-        if terms.union is None:
-            return
-        restrict = key_filter(terms.union, own.keyed.keys, fresh)
+    if kept is not None:
+        restrict = kept.touched
+        inputs.from_state.append(stage.name)
+    else:
+        assert own.keyed is not None
+        with touched_keys(rt, own, fresh.schema, inputs.new, inputs.old, inputs.delta, views) as terms:
+            if terms.union is None:
+                return
+            restrict = key_filter(terms.union, own.keyed.keys, fresh)
     if restrict is None:  # no key of the stage touched: it did not change
         return
     # Cached: every term reading the stage's delta, and their reductions, reuse it.

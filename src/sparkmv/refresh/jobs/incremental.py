@@ -45,6 +45,7 @@ from sparkmv.refresh.incremental.delta import (
     recompute_retracted,
 )
 from sparkmv.refresh.incremental.keyed import replace_keys, touched_keys
+from sparkmv.refresh.incremental.stage_state import StateStore
 from sparkmv.refresh.incremental.stages import StagedInputs, staged_inputs
 from sparkmv.refresh.jobs.base import ChunkOutcome
 from sparkmv.refresh.runtime import Runtime
@@ -77,7 +78,8 @@ def compute_incremental(
     target = arrow_to_spark(table.schema().as_arrow())
     old = {t: i.old for t, i in inputs.items()}
     delta = {t: i.delta for t, i in inputs.items() if i.delta is not None}
-    with staged_inputs(rt, analysis, pinned, old, delta) as staged:
+    state = StateStore.of(table.location())
+    with staged_inputs(rt, analysis, pinned, old, delta, state) as staged:
         if staged.analysis.keyed is not None:
             return _compute_keyed(rt, mv, staged, (table, target, mv_snapshot), directory)
         return _compute_delta_rules(rt, mv, staged, (table, target, mv_snapshot), directory)

@@ -214,7 +214,31 @@ class MvRefreshJob(Job[MvRunPlan]):
                 self.layout,
             )
             out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
+        if self.plan.mode == "FULL" and 0 in chunk_ids:
+            self._write_stage_state()
         return out
+
+    def _write_stage_state(self) -> None:
+        """Keep the state of the MV's decomposable inner stages over the run's input, for
+        the next INCREMENTAL run (:mod:`sparkmv.refresh.incremental.stage_state`); only
+        for an MV that may refresh INCREMENTAL. The state is a cache checked on read: a
+        failure to write it is logged, and the next run recomputes those stages."""
+        if self.mv.properties.refresh_mode not in ("AUTO", "INCREMENTAL"):
+            return
+        from sparkmv.refresh.incremental.decide import mv_analysis
+        from sparkmv.refresh.incremental.stage_state import write_states
+
+        analysis = mv_analysis(self.rt, self.mv, self.plan.pinned)
+        if analysis.reason is not None or not analysis.stages:
+            return
+        location = self.rt.iceberg.load(self.name).location()
+        try:
+            written = write_states(self.rt, location, analysis.stages, self.plan.pinned)
+        except Exception as exc:  # a cache: the refresh itself succeeded
+            log.warning("stage state of %s not written: %s", self.name.display, exc)
+            return
+        if written:
+            log.info("wrote the state of %s inner stage(s) of %s", written, self.name.display)
 
     def publish_recorded(self, ctx: RunContext, records: list[ChunkRecord]) -> None:
         """``publish = per_chunk``: commit each recorded chunk not yet committed."""
