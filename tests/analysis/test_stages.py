@@ -58,6 +58,11 @@ def test_q17_correlated_scalar_subquery_is_decorrelated() -> None:
     assert "JOIN __smv_stage_1 ON __smv_stage_1.__smv_k0 = p_partkey" in a.staged_sql
     assert "l_quantity < (0.2 * __smv_stage_1.__smv_v0)" in a.staged_sql
     plan = maintenance_plan(a)
+    assert plan[4] == (
+        "    state: its rows per key with __smv_count, __smv_sum_1, __smv_nn_1, kept beside the MV's table; the "
+        "delta rules merge the change into it (recomputed over the old and new input when no state matches the "
+        "consumed snapshots)"
+    )
     assert plan[:3] == [
         "maintenance plan: delta rules",
         "  columns: avg_yearly (FORMULA)",

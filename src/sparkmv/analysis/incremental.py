@@ -249,6 +249,13 @@ def _stage_lines(stage: Stage, indent: str) -> list[str]:
         "(new, old, signed delta of its touched keys):",
         f"{indent}  {stage.analysis.staged_sql or stage.analysis.augmented_sql}",
     ]
+    state = None if stage.analysis.stages else stage_state_analysis(stage.analysis.augmented_sql)
+    if state is not None:
+        kept = ", ".join(c for c in state.state_columns)
+        lines.append(
+            f"{indent}  state: its rows per key with {kept}, kept beside the MV's table; the delta rules merge "
+            "the change into it (recomputed over the old and new input when no state matches the consumed snapshots)"
+        )
     return lines + [line for inner in stage.analysis.stages for line in _stage_lines(inner, indent + "  ")]
 
 
