@@ -111,3 +111,52 @@ def changelog_name(name: ObjectName) -> ObjectName:
     'default.users__changelog'
     """
     return ObjectName(name.namespace, name.name + CHANGELOG_SUFFIX)
+
+
+REPLACEMENT_PREFIX = "__smv_replace_"
+"""Objects whose name starts with this are hidden: the new definition of a materialized
+view being built by ``CREATE OR REPLACE`` (:mod:`sparkmv.services.replace`) before it is
+swapped in. Listings (``SHOW``, ``sparkmv status``, the system tables, the web UI, query
+rewrite) skip them, and a statement cannot name one."""
+
+_REPLACEMENT_NAME_CHARS = 100
+"""How much of the replaced MV's name a replacement's name keeps (the rest of the 128
+characters: the prefix and ``_<8 hex digits>``)."""
+
+
+def is_replacement(name: str) -> bool:
+    """True for the (hidden) name of a replacement being built.
+
+    >>> is_replacement("__smv_replace_sales_0a1b2c3d"), is_replacement("sales")
+    (True, False)
+    """
+    return name.lower().startswith(REPLACEMENT_PREFIX)
+
+
+def replacement_name(name: ObjectName, token: str) -> ObjectName:
+    """The hidden name under which a new definition of MV ``name`` is built; ``token``: 8
+    lower-case hex digits telling replacements apart.
+
+    >>> replacement_name(ObjectName("default", "sales"), "0a1b2c3d").name
+    '__smv_replace_sales_0a1b2c3d'
+    """
+    return ObjectName(name.namespace, f"{REPLACEMENT_PREFIX}{name.name[:_REPLACEMENT_NAME_CHARS]}_{token}")
+
+
+def is_replacement_of(candidate: ObjectName, name: ObjectName) -> bool:
+    """True when ``candidate`` is a name :func:`replacement_name` gives for ``name``.
+
+    >>> sales = ObjectName("default", "sales")
+    >>> is_replacement_of(ObjectName("default", "__smv_replace_sales_0a1b2c3d"), sales)
+    True
+    >>> is_replacement_of(ObjectName("default", "__smv_replace_sales_x_0a1b2c3d"), sales)
+    False
+    """
+    head = f"{REPLACEMENT_PREFIX}{name.name[:_REPLACEMENT_NAME_CHARS]}_"
+    token = candidate.name[len(head) :]
+    return (
+        candidate.namespace == name.namespace
+        and candidate.name.startswith(head)
+        and len(token) == 8
+        and all(ch in "0123456789abcdef" for ch in token)
+    )

@@ -175,7 +175,7 @@ def test_failed_dataset_is_isolated(client: Any, sales: Path, tmp_path: Path) ->
         "good": "SUCCESS",
     }
     good = next(r for r in fixed.results if r.name.name == "good")
-    assert (good.reason or "").startswith("definition changed: dropped and created again")
+    assert (good.reason or "").startswith("definition changed: replaced")
     assert_mv_matches(client, "good", "SELECT m, max(id) AS top FROM sales GROUP BY m")
     assert_mv_matches(client, "after_bad", "SELECT m FROM sales")
 

@@ -13,14 +13,15 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, delete, select, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from sparkmv.catalog.clock import utcnow
 from sparkmv.catalog.database import add_unique
-from sparkmv.catalog.models import ObjectRow
+from sparkmv.catalog.models import ControlRow, ObjectRow, PositionRow, TaskRunRow, VersionRow
 from sparkmv.catalog.states import ObjectKind, RefreshState
-from sparkmv.errors import BusyError, LeaseLostError, ObjectNotFoundError
-from sparkmv.names import ObjectName
+from sparkmv.errors import BusyError, LeaseLostError, ObjectExistsError, ObjectNotFoundError
+from sparkmv.names import ObjectName, is_replacement
 
 KIND_LABEL = {
     ObjectKind.EXTERNAL_TABLE: "Table",
@@ -85,12 +86,13 @@ class ObjectStore:
         return row
 
     @staticmethod
-    def list(session: Session, kind: ObjectKind | None = None) -> list[ObjectRow]:
-        """All objects (of ``kind``), ordered by namespace and name."""
+    def list(session: Session, kind: ObjectKind | None = None, *, hidden: bool = False) -> list[ObjectRow]:
+        """All objects (of ``kind``), ordered by namespace and name; without the hidden
+        replacements being built (:data:`sparkmv.names.REPLACEMENT_PREFIX`) unless ``hidden``."""
         stmt = select(ObjectRow).order_by(ObjectRow.namespace, ObjectRow.name)
         if kind is not None:
             stmt = stmt.where(ObjectRow.kind == kind)
-        return list(session.scalars(stmt))
+        return [r for r in session.scalars(stmt) if hidden or not is_replacement(r.name)]
 
     @staticmethod
     def insert(session: Session, name: ObjectName, kind: ObjectKind, **fields: Any) -> ObjectRow:
@@ -123,6 +125,54 @@ class ObjectStore:
         """Update plain (non-state) fields of one object."""
         fields["updated_at"] = utcnow()
         session.execute(update(ObjectRow).where(ObjectRow.id == object_id).values(**fields))
+
+    @staticmethod
+    def swap_in(session: Session, old_id: int | None, new_id: int, name: ObjectName, **fields: Any) -> None:
+        """Make object ``new_id`` (a replacement built under a hidden name) the object named
+        ``name``, in the caller's transaction: object ``old_id`` (None: there is none) hands
+        its runs over and is deleted with its version map, positions and control rows; the
+        new row takes ``name`` and ``fields``. Its id, version map and positions are the new
+        definition's; MVs reading ``name`` read it by name, so they need no change.
+
+        Raises:
+            BusyError: object ``old_id`` is no longer IDLE (a refresh started meanwhile) or
+                was dropped, or the new row is not IDLE; nothing is changed.
+            ObjectExistsError: ``old_id`` is None and ``name`` was created meanwhile.
+        """
+        session.execute(
+            update(TaskRunRow)
+            .where(TaskRunRow.object_id == new_id)
+            .values(object_name=name.display)
+            .execution_options(synchronize_session=False)
+        )
+        if old_id is not None:
+            session.execute(
+                update(TaskRunRow)
+                .where(TaskRunRow.object_id == old_id)
+                .values(object_id=new_id)
+                .execution_options(synchronize_session=False)
+            )
+            for table in (VersionRow, PositionRow, ControlRow):
+                session.execute(delete(table).where(table.object_id == old_id))
+            gone = session.execute(
+                delete(ObjectRow)
+                .where(ObjectRow.id == old_id, ObjectRow.state == RefreshState.IDLE)
+                .execution_options(synchronize_session=False)
+            )
+            if gone.rowcount != 1:  # type: ignore[attr-defined]
+                row = session.get(ObjectRow, old_id)
+                raise BusyError(busy_message(row) if row is not None else f"'{name}' was dropped meanwhile")
+        try:
+            renamed = session.execute(
+                update(ObjectRow)
+                .where(ObjectRow.id == new_id, ObjectRow.state == RefreshState.IDLE)
+                .values(namespace=name.namespace, name=name.name, updated_at=utcnow(), **fields)
+                .execution_options(synchronize_session=False)
+            )
+        except IntegrityError as exc:
+            raise ObjectExistsError(f"'{name}' was created meanwhile") from exc
+        if renamed.rowcount != 1:  # type: ignore[attr-defined]
+            raise BusyError(f"the new definition of '{name}' is being refreshed; it was not swapped in")
 
     @classmethod
     def deactivate_readers(cls, session: Session, name: str, reason: str) -> builtins.list[str]:

@@ -110,6 +110,20 @@ class RunStore:
         """Set fields of one run."""
         session.execute(update(TaskRunRow).where(TaskRunRow.run_id == run_id).values(**fields))
 
+    @staticmethod
+    def reassign(session: Session, from_object: int, to_object: int, object_name: str, renamed: str = "") -> int:
+        """Move every run of object ``from_object`` to ``to_object``, now named
+        ``object_name`` (as runs name objects: ``ObjectName.display``); ``renamed``: the name
+        those runs' errors used for the object (a replacement's hidden name), replaced there
+        by ``object_name``. Returns how many runs moved."""
+        runs = builtins.list(session.scalars(select(TaskRunRow).where(TaskRunRow.object_id == from_object)))
+        for run in runs:
+            run.object_id, run.object_name = to_object, object_name
+            if renamed and run.error:
+                run.error = run.error.replace(renamed, object_name)
+        session.flush()
+        return len(runs)
+
     # -- progress table ---------------------------------------------------------------------
     @staticmethod
     def add_chunks(session: Session, run_id: int, chunks: builtins.list[builtins.list[Any]]) -> None:

@@ -108,10 +108,17 @@ def _refresh(client: Client, stmt: st.Statement, progress: ProgressCallback | No
 
 def _definition(client: Client, stmt: st.Statement, progress: ProgressCallback | None) -> StatementResult:
     """CREATE / ALTER / DROP of tables, MVs and external catalogs (a non-deferred MV is
-    built by its first refresh, here)."""
+    built by its first refresh, here; CREATE OR REPLACE builds the new definition hidden and
+    swaps it in, :mod:`sparkmv.services.replace`)."""
     from sparkmv.sql import statements as st
 
     rt = client.runtime
+    if isinstance(stmt, st.CreateMaterializedView) and stmt.or_replace:
+        from sparkmv.services.replace import replace_materialized_view
+
+        replaced = replace_materialized_view(rt, stmt, progress)
+        text = replaced.message if not replaced.replaced else f"{replaced.message}; {run_text(replaced.run)}"
+        return StatementResult(message=text, run=replaced.run)
     if isinstance(stmt, st.CreateMaterializedView):
         message = _ddl().create_materialized_view(rt, stmt)
         if not stmt.deferred and "already exists" not in message:

@@ -119,7 +119,7 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
         current = table.current_snapshot()
         stored = current.summary.get(FINGERPRINT_PROPERTY) if current and current.summary else None
         if table.schema().as_arrow().names != schema.names:
-            store.drop_table(name)  # the columns changed: rebuilt (not atomic, as for a changed SQL query)
+            store.drop_table(name)  # the columns changed: rebuilt (not atomic, unlike a changed SQL query)
             reason = "its columns changed: table recreated"
         elif force:
             reason = "full refresh requested"

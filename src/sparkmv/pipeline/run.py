@@ -4,9 +4,11 @@ order through sparkmv (a streaming table is an MV over the union of its flows,
 
 A SQL materialized view is an ordinary sparkmv MV: created (``REFRESH DEFERRED``, then built
 by a refresh run) when missing; when its stored query or partition column differs from the
-definition, dropped and created again (documented: readers do not see it during that first
-build); otherwise refreshed by ``Client.refresh`` — AUTO picks SKIP, PCT, INCREMENTAL or FULL
-and says why; ``--full-refresh`` forces a refresh of every partition. ``TBLPROPERTIES`` keys
+definition, replaced atomically: the new definition is built under a hidden name while the
+old MV stays readable, then swapped in by one catalog transaction (``CREATE OR REPLACE``,
+:mod:`sparkmv.services.replace`; a failed build leaves the old MV as it was); otherwise
+refreshed by ``Client.refresh`` — AUTO picks SKIP, PCT, INCREMENTAL or FULL and says why;
+``--full-refresh`` forces a refresh of every partition. ``TBLPROPERTIES`` keys
 that are sparkmv properties (``refresh_mode``, ``partition_refresh_number``, ...) are applied
 (``ALTER ... SET PROPERTIES`` when they changed); other keys are not kept. The spec's
 ``sparkmv.refresh`` configuration becomes each SQL dataset's refresh scheme (``ALTER ...
@@ -21,8 +23,9 @@ temporary view of the pipeline; a pipeline dataset not yet refreshed in this run
 Python MV after it (an edge of the graph found while running; a cycle is refused).
 
 A dataset that fails is reported FAILED and left as it was (a newly created MV whose first
-build failed is dropped); the datasets that read it are NOT RUN; the others run. The run's
-state is COMPLETED, or FAILED when any dataset failed.
+build failed is dropped; a changed definition whose build failed is not swapped in); the
+datasets that read it are NOT RUN; the others run. The run's state is COMPLETED, or FAILED
+when any dataset failed.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from sparkmv.pipeline.project import Project
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client
+    from sparkmv.refresh.result import RefreshRun
 
 KNOWN_PROPERTY_PREFIXES = ("session.",)
 
@@ -188,15 +192,17 @@ def sparkmv_properties(props: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in props.items() if k in KNOWN or k.startswith(KNOWN_PROPERTY_PREFIXES)}
 
 
-def create_statement(name: ObjectName, ds: Dataset, query: str) -> str:
-    """The sparkmv ``CREATE MATERIALIZED VIEW ... REFRESH DEFERRED AS`` of a SQL MV."""
-    parts = [f"CREATE MATERIALIZED VIEW {name.qualified}"]
+def create_statement(name: ObjectName, ds: Dataset, query: str, replace_scheme: str | None = None) -> str:
+    """The sparkmv ``CREATE MATERIALIZED VIEW ... REFRESH DEFERRED AS`` of a SQL MV; with
+    ``replace_scheme``, ``CREATE OR REPLACE MATERIALIZED VIEW ... REFRESH <scheme> AS``
+    instead (built, then swapped in for the MV of that name)."""
+    parts = [f"CREATE {'OR REPLACE ' if replace_scheme else ''}MATERIALIZED VIEW {name.qualified}"]
     if ds.partition_by:
         parts.append(f"PARTITION BY {ds.partition_by}")
     props = sparkmv_properties(ds.properties)
     if props:
         parts.append("PROPERTIES (" + ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in props.items()) + ")")
-    parts.append(f"REFRESH DEFERRED AS {query}")
+    parts.append(f"REFRESH {replace_scheme} AS {query}" if replace_scheme else f"REFRESH DEFERRED AS {query}")
     return " ".join(parts)
 
 
@@ -205,22 +211,20 @@ def _quote(text: str) -> str:
 
 
 def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> DatasetResult:
-    """Create, replace or refresh one SQL MV; a failed first build drops what it created."""
+    """Create, replace or refresh one SQL MV; a failed first build drops what it created, a
+    failed build of a changed definition leaves the MV as it was."""
     query = project.queries[ds.name]
     with client.runtime.catalog.read() as s:
         row = client.runtime.catalog.objects.find(s, ds.name)
         stored = (row.kind, row.definition, row.partition_by, dict(row.properties or {})) if row else None
         scheme = row.refresh_scheme if row else None
-    note: str | None = None
     if stored is not None and stored[0] != "MATERIALIZED_VIEW":
         raise SparkMvError(f"{ds.name.display} is already a sparkmv {stored[0].lower().replace('_', ' ')}")
     if stored is not None and (stored[1] != query or (stored[2] or None) != ds.partition_by):
-        client.sql(f"DROP MATERIALIZED VIEW {ds.name.qualified}")
-        stored, note = None, "definition changed: dropped and created again"
+        return _replace_sql_mv(client, project, ds, query, scheme or "MANUAL")
     created = stored is None
     if created:
         client.sql(create_statement(ds.name, ds, query), raise_on_failure=True)
-        note = note or "created"
     else:
         changed = {k: v for k, v in sparkmv_properties(ds.properties).items() if stored and stored[3].get(k) != v}
         if changed:
@@ -236,6 +240,23 @@ def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> D
         raise
     if run.state not in ("SUCCESS", "SKIPPED") and created:
         client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {ds.name.qualified}")
+    return _sql_result(client, ds, run, "created" if created else None)
+
+
+def _replace_sql_mv(client: Client, project: Project, ds: Dataset, query: str, scheme: str) -> DatasetResult:
+    """A SQL MV whose query or partition column changed: the new definition is built hidden
+    and swapped in atomically (``CREATE OR REPLACE``, :mod:`sparkmv.services.replace`), with
+    the spec's refresh scheme or else the MV's own; a failed build leaves the MV as it was."""
+    statement = create_statement(ds.name, ds, query, replace_scheme=project.refresh_scheme or scheme)
+    run = client.execute(statement).run
+    assert run is not None  # CREATE OR REPLACE always returns its build run
+    if run.state in ("SUCCESS", "SKIPPED"):
+        return _sql_result(client, ds, run, "definition changed: replaced")
+    return _sql_result(client, ds, run, "definition changed: not replaced, the MV is left as it was")
+
+
+def _sql_result(client: Client, ds: Dataset, run: RefreshRun, note: str | None) -> DatasetResult:
+    """The report line of SQL dataset ``ds`` after ``run`` (``note``: what was done first)."""
     reason = run.error if run.state in ("FAILED", "CANCELLED") else run.reason
     if note:
         reason = f"{note}; {reason}" if reason else note

@@ -144,8 +144,11 @@ def _check_dependencies(rt: Runtime, mv: ObjectName, bases: list[ObjectName]) ->
     )
 
 
-def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
+def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView, checked_as: ObjectName | None = None) -> str:
     """Analyse the query in Spark, create the MV's Iceberg table and catalog row.
+
+    ``checked_as``: the name the query's dependencies are checked for (reading itself, a
+    cycle) when that is not ``stmt.name``: the MV a hidden replacement is built for.
 
     Raises:
         ObjectExistsError: when the name is taken (unless IF NOT EXISTS).
@@ -160,7 +163,7 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
         raise ObjectExistsError(f"'{stmt.name}' already exists")
     query = parse_query(stmt.query)
     bases = referenced_tables(query)
-    _check_dependencies(rt, stmt.name, bases)
+    _check_dependencies(rt, checked_as or stmt.name, bases)
     query, stmt, known = _qualified_when_maintained(rt, stmt, query)
     schema = query_schema(rt, stmt.query)
     columns = [f.name.lower() for f in schema]
@@ -192,7 +195,7 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView) -> str:
                 refresh_scheme=stmt.refresh.text,
                 schedule_start=stmt.refresh.start,
                 schedule_every_seconds=stmt.refresh.every_seconds,
-                next_fire_time=_first_fire(stmt.refresh),
+                next_fire_time=first_fire_time(stmt.refresh),
             )
     except Exception:
         rt.iceberg.drop_table(stmt.name)
@@ -311,7 +314,7 @@ def _partition_type(
     return schema.set(index, pa.field(field.name, pa.timestamp(field.type.unit), field.nullable))
 
 
-def _first_fire(scheme: RefreshScheme) -> datetime | None:
+def first_fire_time(scheme: RefreshScheme) -> datetime | None:
     """First fire time of a scheduled scheme set now (None when not scheduled)."""
     from sparkmv.scheduler.due import initial_fire_time
 
@@ -348,6 +351,10 @@ def drop_object(rt: Runtime, stmt: DropObject) -> str:
     if row.kind != ObjectKind.EXTERNAL_TABLE:
         rt.iceberg.drop_table(stmt.name)
         rt.iceberg.drop_table(ObjectName(stmt.name.namespace, stmt.name.name + "__changelog"))
+    if is_mv:
+        from sparkmv.services.replace import drop_leftovers
+
+        drop_leftovers(rt, stmt.name)
     return f"dropped '{stmt.name}'"
 
 
@@ -402,7 +409,7 @@ def _alter_row(rt: Runtime, s: Session, row: ObjectRow, stmt: AlterMaterializedV
             refresh_scheme=stmt.refresh.text,
             schedule_start=stmt.refresh.start,
             schedule_every_seconds=stmt.refresh.every_seconds,
-            next_fire_time=_first_fire(stmt.refresh),
+            next_fire_time=first_fire_time(stmt.refresh),
         )
         return f"materialized view '{stmt.name}' now refreshes {stmt.refresh.text}"
     if stmt.resume_schedule:

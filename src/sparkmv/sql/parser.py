@@ -263,6 +263,10 @@ def _catalog_name(c: Cursor) -> str:
 
 
 def _create(c: Cursor) -> Statement:
+    if c.accept("OR", "REPLACE"):
+        if not c.accept("MATERIALIZED", "VIEW"):
+            raise c.error("MATERIALIZED VIEW after CREATE OR REPLACE")
+        return _create_mv(c, or_replace=True)
     if c.accept("EXTERNAL", "CATALOG"):
         if_not_exists = c.accept("IF", "NOT", "EXISTS")
         catalog = _catalog_name(c)
@@ -284,38 +288,51 @@ def _create(c: Cursor) -> Statement:
         c.expect_end()
         return CreateExternalTable(name, location, fmt, if_not_exists, options)
     if c.accept("MATERIALIZED", "VIEW"):
-        if_not_exists = c.accept("IF", "NOT", "EXISTS")
-        name = c.name()
-        partition_by = None
-        refresh = RefreshScheme()
-        props: dict[str, str] = {}
-        deferred = False
-        while not c.peek("AS"):
-            if c.accept("PARTITION", "BY"):
-                if c.peek("AS"):
-                    raise c.error("a column name")
-                partition_by = c.ident().lower()
-            elif c.accept("REFRESH"):
-                # REFRESH [IMMEDIATE | DEFERRED] [MANUAL | ASYNC ...]: at least one of them
-                timed = c.peek("IMMEDIATE") or c.peek("DEFERRED")
-                if timed:
-                    deferred = c.accept("DEFERRED") or not c.accept("IMMEDIATE")
-                if not timed or c.peek("MANUAL") or c.peek("ASYNC"):
-                    refresh = _scheme(c)
-            elif c.accept("PROPERTIES"):
-                props.update(properties_clause(c))
-            else:
-                raise c.error("PARTITION BY, REFRESH, PROPERTIES or AS")
-        c.expect("AS")
-        start = c.words[c.i].start if not c.at_end() else len(c.sql)
-        query = c.rest()
-        # Blank out what precedes the query (keeping newlines) so sqlglot's positions are
-        # positions in the whole statement.
-        parse_query(re.sub(r"[^\n]", " ", c.sql[:start]) + query)
-        return CreateMaterializedView(name, query, partition_by, refresh, props, if_not_exists, deferred)
+        return _create_mv(c)
     if c.accept("TABLE"):
         return _create_table(c)
     raise c.error("TABLE, EXTERNAL TABLE, EXTERNAL CATALOG or MATERIALIZED VIEW")
+
+
+def _create_mv(c: Cursor, or_replace: bool = False) -> CreateMaterializedView:
+    """After CREATE [OR REPLACE] MATERIALIZED VIEW: ``[IF NOT EXISTS] name [PARTITION BY col]
+    [REFRESH ...] [PROPERTIES (...)] AS <select>``."""
+    if_not_exists = c.accept("IF", "NOT", "EXISTS")
+    if if_not_exists and or_replace:
+        raise ParseError("CREATE OR REPLACE MATERIALIZED VIEW cannot have IF NOT EXISTS: use one or the other")
+    name = c.name()
+    partition_by = None
+    refresh = RefreshScheme()
+    props: dict[str, str] = {}
+    deferred = False
+    while not c.peek("AS"):
+        if c.accept("PARTITION", "BY"):
+            if c.peek("AS"):
+                raise c.error("a column name")
+            partition_by = c.ident().lower()
+        elif c.accept("REFRESH"):
+            # REFRESH [IMMEDIATE | DEFERRED] [MANUAL | ASYNC ...]: at least one of them
+            timed = c.peek("IMMEDIATE") or c.peek("DEFERRED")
+            if timed:
+                deferred = c.accept("DEFERRED") or not c.accept("IMMEDIATE")
+            if not timed or c.peek("MANUAL") or c.peek("ASYNC"):
+                refresh = _scheme(c)
+        elif c.accept("PROPERTIES"):
+            props.update(properties_clause(c))
+        else:
+            raise c.error("PARTITION BY, REFRESH, PROPERTIES or AS")
+    if deferred and or_replace:
+        raise ParseError(
+            "CREATE OR REPLACE MATERIALIZED VIEW cannot have REFRESH DEFERRED: the new definition is built "
+            "before it replaces the old one"
+        )
+    c.expect("AS")
+    start = c.words[c.i].start if not c.at_end() else len(c.sql)
+    query = c.rest()
+    # Blank out what precedes the query (keeping newlines) so sqlglot's positions are
+    # positions in the whole statement.
+    parse_query(re.sub(r"[^\n]", " ", c.sql[:start]) + query)
+    return CreateMaterializedView(name, query, partition_by, refresh, props, if_not_exists, deferred, or_replace)
 
 
 def _create_table(c: Cursor) -> CreateRefreshableTable:

@@ -77,7 +77,8 @@ class CreateRefreshableTable:
 
 @dataclass(frozen=True)
 class CreateMaterializedView:
-    """``CREATE MATERIALIZED VIEW ... AS <select>``."""
+    """``CREATE [OR REPLACE] MATERIALIZED VIEW ... AS <select>`` (``or_replace``: an existing
+    MV of that name is replaced atomically once the new definition is built)."""
 
     name: ObjectName
     query: str
@@ -86,6 +87,7 @@ class CreateMaterializedView:
     properties: dict[str, str] = field(default_factory=dict)
     if_not_exists: bool = False
     deferred: bool = False
+    or_replace: bool = False
 
 
 @dataclass(frozen=True)

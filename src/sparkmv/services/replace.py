@@ -1,0 +1,225 @@
+"""``CREATE OR REPLACE MATERIALIZED VIEW``: a new definition of an MV, swapped in atomically.
+
+The new definition is created under a hidden name in the MV's namespace
+(:func:`sparkmv.names.replacement_name`, ``__smv_replace_<name>_<8 hex>``: listings, query
+rewrite and statements never see it) and built by a FULL refresh through the normal run
+lifecycle, while the old MV stays readable and unchanged. Then ONE catalog transaction swaps
+it in: the sparkmv rows (:meth:`~sparkmv.catalog.objects.ObjectStore.swap_in`: the object
+row takes the MV's name and keeps the new definition's id, version map and positions; the
+old MV's runs join its history) and pyiceberg's ``iceberg_tables`` row
+(:func:`~sparkmv.storage.iceberg_swap.point_name_at`: the name points at the new table's
+metadata), both in the one database, each a compare-and-set checked by row count. Readers
+see the old contents until that commit and the new ones after it, never no table. The old
+table's files are deleted afterwards. MVs reading the MV read it by name: their next
+refresh sees all of it changed.
+
+A build that fails, or a swap refused (the old MV was refreshed, altered or dropped
+meanwhile), drops the replacement: the old MV is as it was; a failed build's run is kept
+in the MV's runs, with its error. A replacement left behind by a process that died is
+dropped by the next replacement of the same MV and by ``DROP MATERIALIZED VIEW``.
+An MV that does not exist is created the same way (built hidden, then named): it appears
+built, or not at all.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sparkmv.catalog import ObjectKind, RefreshState, RunState, Trigger
+from sparkmv.catalog.objects import busy_message
+from sparkmv.errors import BusyError, ObjectExistsError
+from sparkmv.names import ObjectName, is_replacement_of, replacement_name
+from sparkmv.refresh.planner import RefreshRequest
+from sparkmv.refresh.result import RefreshRun
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sql.statements import CreateMaterializedView, RefreshScheme
+from sparkmv.storage import warehouse
+
+if TYPE_CHECKING:
+    from sparkmv.refresh.lifecycle import ProgressCallback
+
+log = logging.getLogger("sparkmv.replace")
+
+BUILT_STATES = (RunState.SUCCESS, RunState.SKIPPED)
+"""States of a build run after which the replacement is swapped in."""
+
+
+@dataclass(frozen=True)
+class Replaced:
+    """What :func:`replace_materialized_view` did.
+
+    Attributes:
+        message: one line for the user.
+        run: the build run of the new definition (FAILED or CANCELLED: not swapped in).
+        replaced: True when the new definition is now the MV.
+        created: True when no MV of that name existed before.
+    """
+
+    message: str
+    run: RefreshRun
+    replaced: bool
+    created: bool
+
+
+def replace_materialized_view(
+    rt: Runtime, stmt: CreateMaterializedView, progress: ProgressCallback | None = None
+) -> Replaced:
+    """Build ``stmt``'s definition hidden and swap it in for MV ``stmt.name`` in one catalog
+    transaction (the module docstring tells the whole protocol); create the MV when missing.
+    ``progress``: the refresh progress callback of the build.
+
+    Returns:
+        The outcome; a build that ended FAILED or CANCELLED is returned (``replaced`` False,
+        the old MV untouched), not raised.
+
+    Raises:
+        ObjectExistsError: ``stmt.name`` is a table, not a materialized view.
+        BusyError: the MV is being refreshed (now, or when the swap was due), or another
+            replacement of it is being built.
+        AnalysisError, InvalidPropertyError: the new definition is refused, as by CREATE.
+    """
+    from sparkmv.refresh.run_now import refresh_mv
+    from sparkmv.services.ddl import create_materialized_view
+
+    name = stmt.name
+    old_id = _replaceable(rt, name)
+    drop_leftovers(rt, name)
+    hidden = replacement_name(name, uuid.uuid4().hex[:8])
+    building = dataclasses.replace(stmt, name=hidden, refresh=RefreshScheme(), if_not_exists=False, or_replace=False)
+    create_materialized_view(rt, building, checked_as=name)
+    try:
+        run = refresh_mv(rt, hidden, Trigger.MANUAL, RefreshRequest(), progress)
+        if run.state not in BUILT_STATES:
+            _discard(rt, hidden, name, old_id)
+            run = _as_run_of(run, hidden, name) if old_id is not None else run
+            what = "not replaced (the old definition is kept)" if old_id is not None else "not created"
+            reason = f": {run.error}" if run.error else ""
+            return Replaced(
+                f"materialized view '{name}' {what}: run {run.run_id} {run.state}{reason}", run, False, False
+            )
+        old_location = _swap(rt, name, hidden, old_id, stmt.refresh)
+    except BaseException:
+        _discard(rt, hidden, name)
+        raise
+    if old_location is not None:
+        _remove_old_files(rt, name, old_location)
+    run = dataclasses.replace(run, name=name.display)
+    done = "replaced" if old_id is not None else "created"
+    return Replaced(f"{done} materialized view '{name}'", run, True, old_id is None)
+
+
+def _replaceable(rt: Runtime, name: ObjectName) -> int | None:
+    """The id of MV ``name`` (None when there is none), checked replaceable now.
+
+    Raises:
+        ObjectExistsError: ``name`` is a table or a plain Iceberg table.
+        BusyError: the MV is being refreshed.
+    """
+    with rt.catalog.read() as s:
+        row = rt.catalog.objects.find(s, name)
+    if row is None:
+        if rt.iceberg.exists(name):
+            raise ObjectExistsError(
+                f"'{name}' is a table, not a materialized view: CREATE OR REPLACE cannot replace it"
+            )
+        return None
+    if row.kind != ObjectKind.MATERIALIZED_VIEW:
+        raise ObjectExistsError(f"'{name}' is a table, not a materialized view: CREATE OR REPLACE cannot replace it")
+    if row.state != RefreshState.IDLE:
+        raise BusyError(f"cannot replace '{name}': {busy_message(row)}")
+    return row.id
+
+
+def _swap(rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None, scheme: RefreshScheme) -> str | None:
+    """Swap the built replacement ``hidden`` in as ``name`` in one catalog transaction;
+    the old table's location (None when there was none), whose files are now unreferenced.
+
+    Raises:
+        BusyError, ObjectExistsError, StorageError: the swap was refused (nothing changed).
+    """
+    from sparkmv.services.ddl import first_fire_time
+    from sparkmv.storage.iceberg_swap import point_name_at
+
+    old_location = rt.iceberg.load(name).location() if old_id is not None and rt.iceberg.exists(name) else None
+    with rt.catalog.transaction() as s:
+        new_id = rt.catalog.objects.get(s, hidden, ObjectKind.MATERIALIZED_VIEW).id
+        rt.catalog.objects.swap_in(
+            s,
+            old_id,
+            new_id,
+            name,
+            refresh_scheme=scheme.text,
+            schedule_start=scheme.start,
+            schedule_every_seconds=scheme.every_seconds,
+            next_fire_time=first_fire_time(scheme),
+        )
+        point_name_at(s, name, hidden, replaces_table=old_id is not None)
+    log.info("swapped the new definition of %s in (it was built as %s)", name, hidden)
+    return old_location
+
+
+def _remove_old_files(rt: Runtime, name: ObjectName, old_location: str) -> None:
+    """Delete the replaced table's directory (never the new table's, should they overlap)."""
+    new_location = rt.iceberg.load(name).location()
+    if warehouse.is_within(new_location, old_location) or warehouse.is_within(old_location, new_location):
+        return
+    try:
+        warehouse.remove_tree(old_location)
+    except OSError as exc:  # the swap is done; the files are only garbage now
+        log.warning("could not delete the files of the replaced %s at %s: %s", name, old_location, exc)
+
+
+def _discard(rt: Runtime, hidden: ObjectName, name: ObjectName, old_id: int | None = None) -> None:
+    """Drop replacement ``hidden`` of MV ``name`` (row and table); its runs join the history
+    of the MV when ``old_id`` is given and still the MV's id. Never raises: a replacement
+    that cannot be dropped now is a leftover, dropped later (:func:`drop_leftovers`)."""
+    try:
+        with rt.catalog.transaction() as s:
+            row = rt.catalog.objects.find(s, hidden)
+            current = rt.catalog.objects.find(s, name)
+            if row is not None:
+                if old_id is not None and current is not None and current.id == old_id:
+                    rt.catalog.runs.reassign(s, row.id, old_id, name.display, renamed=hidden.display)
+                rt.catalog.objects.delete(s, row)
+        rt.iceberg.drop_table(hidden)
+    except Exception as exc:
+        log.warning("could not drop the replacement %s of %s: %s", hidden, name, exc)
+
+
+def _as_run_of(run: RefreshRun, hidden: ObjectName, name: ObjectName) -> RefreshRun:
+    """Build run ``run`` of replacement ``hidden`` as the history of MV ``name`` shows it."""
+    error = run.error.replace(hidden.display, name.display) if run.error else run.error
+    return dataclasses.replace(run, name=name.display, error=error)
+
+
+def drop_leftovers(rt: Runtime, name: ObjectName) -> None:
+    """Drop every replacement of MV ``name`` left behind (by a process that died while
+    building it): rows that are IDLE or whose lease expired, and Iceberg tables without a
+    row.
+
+    Raises:
+        BusyError: a replacement of ``name`` is being built by a live process.
+    """
+    from sparkmv.catalog.clock import utcnow
+
+    with rt.catalog.read() as s:
+        rows = [
+            r
+            for r in rt.catalog.objects.list(s, hidden=True)
+            if is_replacement_of(ObjectName(r.namespace, r.name), name)
+        ]
+    now = utcnow()
+    for row in rows:
+        if row.state != RefreshState.IDLE and row.lease_expires is not None and row.lease_expires >= now:
+            raise BusyError(
+                f"cannot replace '{name}': a new definition of it is being built (run {row.current_run_id})"
+            )
+    known = {ObjectName(r.namespace, r.name) for r in rows}
+    tables = {t for t in rt.iceberg.list_tables() if is_replacement_of(t, name)}
+    for left in sorted(known | tables):
+        log.info("dropping %s, a replacement of %s left behind", left, name)
+        _discard(rt, left, name)

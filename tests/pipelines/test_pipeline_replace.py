@@ -1,0 +1,138 @@
+"""A SQL MV whose query changes between two ``sparkmv pipeline run``s is replaced atomically:
+its new definition is built hidden while the old MV stays readable, then swapped in; a new
+definition whose build fails leaves the old MV as it was (rows and definition), the run
+FAILED (exit 1), and nothing hidden behind."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import sparkmv.refresh.run_now
+from sparkmv.names import ObjectName, is_replacement
+from sparkmv.pipeline.project import load_project
+from sparkmv.pipeline.run import run_pipeline
+from tests.helpers import write_partition
+from tests.oracle import assert_mv_matches
+from tests.pipelines.test_pipeline_sql import states, write_project
+
+pytestmark = [pytest.mark.spark]
+
+OLD = "SELECT m, count(*) AS n FROM sales GROUP BY m"
+NEW = "SELECT m, max(id) AS top, count(*) AS n FROM sales GROUP BY m"
+# fails while it runs (an ANSI cast of text that is no number), not while it is analysed
+FAILING = "SELECT m, CAST(concat('id ', id) AS INT) AS top, count(*) AS n FROM sales GROUP BY m, id"
+READER = "CREATE MATERIALIZED VIEW busy AS SELECT m, n FROM counts WHERE n > 1"
+
+
+@pytest.fixture
+def sales(tmp_path: Path) -> Path:
+    sales = tmp_path / "sales"
+    for k, month in enumerate(("2024-01", "2024-02")):
+        ids = list(range(k * 100, k * 100 + 5))
+        write_partition(sales, "m", month, {"id": ids, "amount": [1.0] * len(ids)})
+    return sales
+
+
+def _define(spec: Path, query: str) -> None:
+    (spec.parent / "transformations" / "counts.sql").write_text(f"CREATE MATERIALIZED VIEW counts AS {query}")
+
+
+def _rows(client: Any, name: str) -> list[tuple[Any, ...]]:
+    return sorted(tuple(r) for r in client.table(name).collect())
+
+
+def _definition(client: Any, name: str) -> str | None:
+    with client.runtime.catalog.read() as s:
+        return client.runtime.catalog.objects.get(s, ObjectName.parse(name)).definition
+
+
+def _hidden(client: Any) -> list[str]:
+    rt = client.runtime
+    with rt.catalog.read() as s:
+        rows = [r.name for r in rt.catalog.objects.list(s, hidden=True) if is_replacement(r.name)]
+    return rows + [t.name for t in rt.iceberg.list_tables() if is_replacement(t.name)]
+
+
+def test_changed_query_is_swapped_in_and_a_failing_one_leaves_the_mv(
+    client: Any, sales: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    spec = write_project(tmp_path / "p", {"counts.sql": "", "reader.sql": READER})
+    _define(spec, OLD)
+    first = run_pipeline(client, load_project(spec))
+    assert states(first) == {"counts": ("SUCCESS", "FULL"), "busy": ("SUCCESS", "FULL")}
+    old_rows, old_definition = _rows(client, "counts"), _definition(client, "counts")
+    assert old_rows == sorted(tuple(r) for r in client.sql(OLD).collect())
+
+    # the build of the new definition ends before the swap: the old MV is readable until then
+    build = sparkmv.refresh.run_now.refresh_mv
+    seen: list[Any] = []
+
+    def watched_build(rt: Any, name: ObjectName, *args: Any) -> Any:
+        hidden = is_replacement(name.name)
+        if hidden:
+            seen.append((_rows(client, "counts"), _definition(client, "counts"), _hidden(client)))
+        run = build(rt, name, *args)
+        if hidden:
+            seen.append((_rows(client, "counts"), _definition(client, "counts"), _hidden(client)))
+        return run
+
+    monkeypatch.setattr(sparkmv.refresh.run_now, "refresh_mv", watched_build)
+    _define(spec, NEW)
+    second = run_pipeline(client, load_project(spec))
+    assert second.state == "COMPLETED"
+    assert states(second) == {"counts": ("SUCCESS", "FULL"), "busy": ("SUCCESS", "FULL")}
+    assert (second.results[0].reason or "").startswith("definition changed: replaced; ")
+    assert second.results[0].rows == 2
+    assert len(seen) == 2 and all(rows == old_rows and d == old_definition and len(h) == 2 for rows, d, h in seen)
+    assert _rows(client, "counts") == sorted(tuple(r) for r in client.sql(NEW).collect())
+    assert_mv_matches(client, "counts", NEW)
+    assert_mv_matches(client, "busy", "SELECT m, n FROM counts WHERE n > 1")
+    assert [m.name for m in client.status()] == ["busy", "counts"] and _hidden(client) == []
+    monkeypatch.undo()
+
+    # a new definition that fails while it is built: the MV as it was, the run FAILED
+    replaced_rows, replaced_definition = _rows(client, "counts"), _definition(client, "counts")
+    assert replaced_definition != old_definition
+    _define(spec, FAILING)
+    third = run_pipeline(client, load_project(spec))
+    assert third.state == "FAILED"
+    assert states(third) == {"counts": ("FAILED", "FULL"), "busy": ("NOT RUN", None)}
+    reason = third.results[0].reason or ""
+    assert reason.startswith("definition changed: not replaced, the MV is left as it was; ")
+    assert "CAST_INVALID_INPUT" in reason
+    assert _rows(client, "counts") == replaced_rows and _definition(client, "counts") == replaced_definition
+    assert _hidden(client) == [] and [m.name for m in client.status()] == ["busy", "counts"]
+    assert client.runs("counts")[0].run_id == third.results[0].run_id  # the failed build, in its history
+    assert client.refresh("counts").state == "SKIPPED"  # still fresh: nothing of it changed
+
+
+@pytest.mark.slow
+def test_failing_replacement_exits_1_from_the_command(make_client: Any, sales: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    client = make_client(home=home)
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    spec = write_project(tmp_path / "p", {"counts.sql": ""})
+    _define(spec, OLD)
+    assert run_pipeline(client, load_project(spec)).state == "COMPLETED"
+    before, definition = _rows(client, "counts"), _definition(client, "counts")
+
+    _define(spec, FAILING)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p), "SPARKMV_SPARK_MASTER": "local[1]"}
+    cmd = [sys.executable, "-m", "sparkmv.cli.main", "--home", str(home), "pipeline", "run"]
+    done = subprocess.run(cmd, cwd=spec.parent, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert errors[0].startswith(
+        f"error: pipeline shop FAILED: counts ({spec.parent / 'transformations' / 'counts.sql'}:1): "
+        "definition changed: not replaced, the MV is left as it was; "
+    )
+    assert _rows(client, "counts") == before and _definition(client, "counts") == definition
+    assert _hidden(client) == []
