@@ -16,9 +16,10 @@ from pyspark.sql.types import ArrayType, MapType, StructType
 from sqlglot import exp
 
 from sparkmv.analysis.incremental import augmented_query
-from sparkmv.analysis.query import bind_tables, filter_partitions
+from sparkmv.analysis.query import bind_tables, filter_partitions, parse_query
 from sparkmv.names import ObjectName, is_hidden_column
 from sparkmv.refresh.context import MvDefinition
+from sparkmv.refresh.incremental.stage_state import StagedFull
 from sparkmv.refresh.planner import Chunk
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -62,6 +63,7 @@ def chunk_dataframe(
     tag: str,
     target: StructType | None = None,
     one_task: bool = False,
+    staged: StagedFull | None = None,
 ) -> DataFrame:
     """The rows of ``chunk``: the defining query over the pinned files, reading only the
     base partitions in ``restrict`` for reference tables, filtered to the chunk's MV
@@ -73,16 +75,20 @@ def chunk_dataframe(
 
     ``one_task`` reads every base table as one partition, so the whole query runs in one
     task without a shuffle (a single partition satisfies every distribution Spark needs);
-    for small inputs only."""
+    for small inputs only. ``staged``: the query above the MV's inner stages over their kept
+    states (:func:`~sparkmv.refresh.incremental.stage_state.full_over_states`), run instead
+    of the query as written."""
     spark = rt.spark
     views: dict[ObjectName, str] = {}
-    for i, (table, p) in enumerate(sorted(pinned.items())):
+    frames = {t: read_pinned(spark, p, restrict.get(t)) for t, p in sorted(pinned.items())}
+    frames.update(staged.frames(rt) if staged is not None else {})
+    for i, (table, frame) in enumerate(frames.items()):
         view = f"__smv_{tag}_{i}"
-        base = read_pinned(spark, p, restrict.get(table))
-        (base.coalesce(1) if one_task else base).createOrReplaceTempView(view)
+        (frame.coalesce(1) if one_task else frame).createOrReplaceTempView(view)
         views[ObjectName.parse(table, allow_reserved=True)] = view
     target = target or mv_schema(rt, mv)
-    sql = bind_tables(stored_query(mv, [f.name for f in target.fields]), views)
+    query = parse_query(staged.query) if staged is not None else stored_query(mv, [f.name for f in target.fields])
+    sql = bind_tables(query, views)
     if chunk.partitions is not None and mv.partition_by:
         field = next(f for f in target.fields if f.name.lower() == mv.partition_by.lower())
         kind = kind_of_spark_type(field.dataType.simpleString())
@@ -152,30 +158,32 @@ def compute_chunk(
     tag: str,
     target: StructType | None = None,
     layout: tuple[list[str], int | None] | None = None,
+    staged: StagedFull | None = None,
 ) -> StagedOutput:
     """Compute ``chunk`` and write it under ``directory``; returns the staged files.
 
     ``target``: the MV table's Spark schema (:func:`mv_schema`; loaded when None). A small
     chunk goes through Arrow (module docstring). ``layout``: :func:`cluster_layout` (loaded
     when None): the files are clustered by the MV's key, an unpartitioned MV cut into files
-    of about :data:`~sparkmv.storage.files.TARGET_FILE_BYTES` as its current size suggests."""
+    of about :data:`~sparkmv.storage.files.TARGET_FILE_BYTES` as its current size suggests.
+    ``staged``: as :func:`chunk_dataframe`'s."""
     target = target or mv_schema(rt, mv)
     cluster_by, current_bytes = layout or cluster_layout(rt, mv)
     try:
         if input_bytes(pinned, restrict) <= SMALL_CHUNK_BYTES and _flat(target):
-            df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, one_task=True)
+            df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, one_task=True, staged=staged)
             rows = df.limit(SMALL_CHUNK_ROWS + 1).toArrow()
             if rows.num_rows <= SMALL_CHUNK_ROWS:
                 column = next(
                     (f.name for f in target.fields if f.name.lower() == (mv.partition_by or "").lower()), None
                 )
                 return write_arrow_staged(rows, directory, column, spark_to_arrow(target), cluster_by)
-        df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target)
+        df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, staged=staged)
         single = chunk.partitions is not None and chunk.outside is None and len(chunk.partitions) == 1
         files = file_count(current_bytes) if chunk.partitions is None else None
         return write_staged(df, directory, mv.partition_by, single_partition=single, cluster_by=cluster_by, files=files)
     finally:
-        for i in range(len(pinned)):
+        for i in range(len(pinned) + len(staged.states if staged is not None else ())):
             rt.spark.catalog.dropTempView(f"__smv_{tag}_{i}")
 
 

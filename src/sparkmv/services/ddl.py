@@ -352,7 +352,7 @@ def drop_object(rt: Runtime, stmt: DropObject) -> str:
         rt.iceberg.drop_table(stmt.name)
         rt.iceberg.drop_table(ObjectName(stmt.name.namespace, stmt.name.name + "__changelog"))
     if is_mv:
-        from sparkmv.services.replace import drop_leftovers
+        from sparkmv.services.leftovers import drop_leftovers
 
         drop_leftovers(rt, stmt.name)
     return f"dropped '{stmt.name}'"

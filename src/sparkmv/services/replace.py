@@ -32,10 +32,11 @@ from typing import TYPE_CHECKING
 from sparkmv.catalog import ObjectKind, RefreshState, RunState, Trigger
 from sparkmv.catalog.objects import busy_message
 from sparkmv.errors import BusyError, ObjectExistsError
-from sparkmv.names import ObjectName, is_replacement_of, replacement_name
+from sparkmv.names import ObjectName, replacement_name
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.services.leftovers import discard, drop_leftovers
 from sparkmv.sql.statements import CreateMaterializedView, RefreshScheme
 from sparkmv.storage import warehouse
 
@@ -94,7 +95,7 @@ def replace_materialized_view(
     try:
         run = refresh_mv(rt, hidden, Trigger.MANUAL, RefreshRequest(), progress)
         if run.state not in BUILT_STATES:
-            _discard(rt, hidden, name, old_id)
+            discard(rt, hidden, name, old_id)
             run = _as_run_of(run, hidden, name) if old_id is not None else run
             what = "not replaced (the old definition is kept)" if old_id is not None else "not created"
             reason = f": {run.error}" if run.error else ""
@@ -103,7 +104,7 @@ def replace_materialized_view(
             )
         old_location = _swap(rt, name, hidden, old_id, stmt.refresh)
     except BaseException:
-        _discard(rt, hidden, name)
+        discard(rt, hidden, name)
         raise
     if old_location is not None:
         _remove_old_files(rt, name, old_location)
@@ -173,53 +174,7 @@ def _remove_old_files(rt: Runtime, name: ObjectName, old_location: str) -> None:
         log.warning("could not delete the files of the replaced %s at %s: %s", name, old_location, exc)
 
 
-def _discard(rt: Runtime, hidden: ObjectName, name: ObjectName, old_id: int | None = None) -> None:
-    """Drop replacement ``hidden`` of MV ``name`` (row and table); its runs join the history
-    of the MV when ``old_id`` is given and still the MV's id. Never raises: a replacement
-    that cannot be dropped now is a leftover, dropped later (:func:`drop_leftovers`)."""
-    try:
-        with rt.catalog.transaction() as s:
-            row = rt.catalog.objects.find(s, hidden)
-            current = rt.catalog.objects.find(s, name)
-            if row is not None:
-                if old_id is not None and current is not None and current.id == old_id:
-                    rt.catalog.runs.reassign(s, row.id, old_id, name.display, renamed=hidden.display)
-                rt.catalog.objects.delete(s, row)
-        rt.iceberg.drop_table(hidden)
-    except Exception as exc:
-        log.warning("could not drop the replacement %s of %s: %s", hidden, name, exc)
-
-
 def _as_run_of(run: RefreshRun, hidden: ObjectName, name: ObjectName) -> RefreshRun:
     """Build run ``run`` of replacement ``hidden`` as the history of MV ``name`` shows it."""
     error = run.error.replace(hidden.display, name.display) if run.error else run.error
     return dataclasses.replace(run, name=name.display, error=error)
-
-
-def drop_leftovers(rt: Runtime, name: ObjectName) -> None:
-    """Drop every replacement of MV ``name`` left behind (by a process that died while
-    building it): rows that are IDLE or whose lease expired, and Iceberg tables without a
-    row.
-
-    Raises:
-        BusyError: a replacement of ``name`` is being built by a live process.
-    """
-    from sparkmv.catalog.clock import utcnow
-
-    with rt.catalog.read() as s:
-        rows = [
-            r
-            for r in rt.catalog.objects.list(s, hidden=True)
-            if is_replacement_of(ObjectName(r.namespace, r.name), name)
-        ]
-    now = utcnow()
-    for row in rows:
-        if row.state != RefreshState.IDLE and row.lease_expires is not None and row.lease_expires >= now:
-            raise BusyError(
-                f"cannot replace '{name}': a new definition of it is being built (run {row.current_run_id})"
-            )
-    known = {ObjectName(r.namespace, r.name) for r in rows}
-    tables = {t for t in rt.iceberg.list_tables() if is_replacement_of(t, name)}
-    for left in sorted(known | tables):
-        log.info("dropping %s, a replacement of %s left behind", left, name)
-        _discard(rt, left, name)

@@ -14,17 +14,16 @@ from typing import Any
 
 from pyiceberg.table import Table
 
-from sparkmv.analysis.incremental import IvmAnalysis, Stage, analyze_for_table
-from sparkmv.analysis.query import parse_query, referenced_tables
+from sparkmv.analysis.incremental import IvmAnalysis, analyze_for_table
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental import netting
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
-from sparkmv.refresh.incremental.pruned import Loader, joined_bytes
-from sparkmv.refresh.incremental.stage_cost import stage_read_bytes, staged_joined_bytes
-from sparkmv.refresh.incremental.stage_state import StateStore, kept_stages
+from sparkmv.refresh.incremental.pruned import joined_bytes
+from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes, table_names
+from sparkmv.refresh.incremental.stage_state import kept_stages
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
@@ -92,7 +91,8 @@ def decide(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], reques
         return Decision(base, {}, [], inp)
     if mode == "INCREMENTAL" and request.force:
         return Decision(_forced_full(inp, "FORCE: the strict INCREMENTAL MV is rebuilt"), {}, [], inp)
-    incremental, inputs = incremental_candidate(rt, mv, inp)
+    analysis = mv_analysis(rt, mv, inp.pinned)
+    incremental, inputs = incremental_candidate(rt, mv, inp, analysis)
     if mode == "INCREMENTAL":
         if not incremental.eligible:
             raise RefreshError(
@@ -103,7 +103,7 @@ def decide(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], reques
         return Decision(
             _incremental_plan(inp, f"refresh_mode = INCREMENTAL: {incremental.reason}"), inputs, chosen, inp
         )
-    candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp)])
+    candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp, analysis)])
     winner = next((c for c in candidates if c.chosen), None)
     why = describe(candidates)
     if winner is not None and winner.mode == "INCREMENTAL":
@@ -132,8 +132,18 @@ def _bytes(pinned: PinnedTable) -> int:
     return sum(p.bytes for p in pinned.partitions.values())
 
 
-def _full_candidate(inp: PlanInput) -> Candidate:
-    return Candidate("FULL", True, sum(_bytes(p) for p in inp.pinned.values()), "recomputes every partition")
+def _full_candidate(inp: PlanInput, analysis: IvmAnalysis) -> Candidate:
+    """FULL reads every base table once, and the tables of each inner stage whose state the
+    MV keeps once more: it computes the stage into its state, then the query above over it
+    (:mod:`sparkmv.refresh.incremental.stage_state`; Spark's plan of the query as written
+    reads them twice as well, TPC-H Q17's ``lineitem`` for its subquery and its join)."""
+    total = sum(_bytes(p) for p in inp.pinned.values())
+    for stage, _ in kept_stages(analysis.stages if analysis.reason is None else ()):
+        tables = table_names(stage.analysis.augmented_sql)
+        total += sum(
+            _bytes(p) for t, p in inp.pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
+        )
+    return Candidate("FULL", True, total, "recomputes every partition")
 
 
 def _pct_candidate(base: Plan, inp: PlanInput) -> Candidate:
@@ -164,10 +174,10 @@ def mv_analysis(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable]) -
 
 
 def incremental_candidate(
-    rt: Runtime, mv: MvDefinition, inp: PlanInput
+    rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis
 ) -> tuple[Candidate, dict[str, IncrementalInput]]:
-    """INCREMENTAL as a candidate of this run, with what it would read when eligible."""
-    analysis = mv_analysis(rt, mv, inp.pinned)
+    """INCREMENTAL as a candidate of this run (``analysis``: :func:`mv_analysis`), with what
+    it would read when eligible."""
     problem = _static_problem(rt, mv, inp, analysis)
     if problem is not None:
         return Candidate("INCREMENTAL", False, None, problem), {}
@@ -222,7 +232,7 @@ def _netted_where_worth_it(
     against a 10 s FULL, and the MVs after it mostly still recomputed: bench/RESULTS.md,
     issue 24); that of a merge-on-read change is split among the MVs it serves
     (:func:`netting.shared_read_bytes`)."""
-    full = _full_candidate(inp).estimate_bytes or 0
+    full = _full_candidate(inp, analysis).estimate_bytes or 0
     pending = {
         t
         for t, c in changes.items()
@@ -284,12 +294,12 @@ def _estimate(
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
     load = lambda p: _iceberg_table(rt, p)  # noqa: E731
-    join = staged_joined_bytes(analysis, inp.pinned, changed, load) if changed else None
+    kept = kept_states(rt.iceberg.load(mv.name).location(), analysis, changes) if changed else {}
+    join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept) if changed else None
     join = join or joined_bytes(analysis, inp.pinned, changed, load)
     joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
-    kept = _kept_states(rt, mv, analysis, changes) if changed else {}
     keyed = _keyed_bytes(inp, analysis, kept) if analysis.keyed is not None and changed else 0
     staged = stage_bytes(inp.pinned, analysis.stages, changed, load, kept) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
@@ -410,19 +420,6 @@ TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of 
 or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
 
 
-def _kept_states(
-    rt: Runtime, mv: MvDefinition, analysis: IvmAnalysis, changes: dict[str, BaseChange]
-) -> dict[str, int]:
-    """Stage name -> bytes of its kept state at the consumed positions, for each inner stage
-    (nested ones too) maintained from its state (:mod:`sparkmv.refresh.incremental.stage_state`)."""
-    if not analysis.stages:
-        return {}
-    store = StateStore.of(rt.iceberg.load(mv.name).location())
-    old = {t: c.old for t, c in changes.items()}
-    sizes = {stage.name: store.size(stage, state, old) for stage, state in kept_stages(analysis.stages)}
-    return {name: size for name, size in sizes.items() if size is not None}
-
-
 def _keyed_bytes(inp: PlanInput, analysis: IvmAnalysis, kept: dict[str, int]) -> int:
     """Bytes an affected-key recomputation costs about as much as reading: the whole new
     input. It scans it (unless its key filter prunes partitions or row groups), though it
@@ -434,47 +431,13 @@ def _keyed_bytes(inp: PlanInput, analysis: IvmAnalysis, kept: dict[str, int]) ->
     its base tables (which count only when the query above reads them too)."""
     if not kept or not analysis.staged_sql:
         return sum(_bytes(p) for p in inp.pinned.values())
-    total, names = sum(kept.values()), _table_names(analysis.staged_sql)
+    total, names = sum(kept.values()), table_names(analysis.staged_sql)
     for stage in analysis.stages:
         if stage.name not in kept:
-            names |= _table_names(stage.analysis.augmented_sql)
+            names |= table_names(stage.analysis.augmented_sql)
     return total + sum(
         _bytes(p) for t, p in inp.pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in names
     )
-
-
-def _table_names(sql: str) -> set[str]:
-    return {str(t) for t in referenced_tables(parse_query(sql))}
-
-
-def stage_bytes(
-    pinned: dict[str, PinnedTable],
-    stages: tuple[Stage, ...],
-    changed: dict[str, BaseChange] | None = None,
-    load: Loader | None = None,
-    kept: dict[str, int] | None = None,
-) -> int:
-    """Bytes the inner stages' virtual inputs cost about as much as reading: each stage
-    (nested ones too) reads the base tables of its query twice, over the new and the old
-    input (its frames and its touched keys' rows on both sides,
-    :mod:`sparkmv.refresh.incremental.stages`); a stage whose touched keys' range prunes the
-    files of its key's table (:func:`~sparkmv.refresh.incremental.stage_cost.stage_read_bytes`,
-    new keys above the old ones) only those."""
-    total = 0
-    for stage in stages:
-        if kept and stage.name in kept:  # its state read and written; its other tables read by its terms
-            tables = _table_names(stage.analysis.augmented_sql)
-            others = [p for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables]
-            total += 2 * kept[stage.name] + (sum(_bytes(p) for p in others) if len(others) > 1 else 0)
-            continue
-        pruned = stage_read_bytes(stage.analysis, pinned, changed, load) if changed and load else None
-        if pruned is None:
-            tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
-            pruned = sum(
-                _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
-            )
-        total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load, kept)
-    return total
 
 
 def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:

@@ -10,7 +10,9 @@ it filtered by the semi-join reduction of the changed table's join column
 (:mod:`sparkmv.refresh.incremental.pruned`), such a read costs the files of the stage's key
 table whose bounds of the key column overlap the range of the values filtered by; the
 stage's other tables count whole. Where a range is unknown (not an append, no statistics,
-a stage keyed otherwise), the whole tables count.
+a stage keyed otherwise), the whole tables count. A stage maintained from its kept state
+(:mod:`sparkmv.refresh.incremental.stage_state`) costs reading and writing that state
+instead (:func:`kept_states`, :func:`stage_bytes`).
 """
 
 from __future__ import annotations
@@ -20,11 +22,12 @@ from typing import Any
 
 from sqlglot import exp
 
-from sparkmv.analysis.incremental import IvmAnalysis
+from sparkmv.analysis.incremental import IvmAnalysis, Stage
 from sparkmv.analysis.query import parse_query, referenced_tables, table_name
 from sparkmv.analysis.semijoin import reductions
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental.pruned import Joined, Loader, _bytes, _range, bytes_within, column_types
+from sparkmv.refresh.incremental.stage_state import StateStore, kept_stages
 from sparkmv.sources.changes import APPEND, BaseChange
 from sparkmv.sources.pinned import PinnedTable
 
@@ -162,14 +165,19 @@ def stage_read_bytes(
 
 
 def staged_joined_bytes(
-    analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
+    analysis: IvmAnalysis,
+    pinned: dict[str, PinnedTable],
+    changed: dict[str, BaseChange],
+    load: Loader,
+    kept: dict[str, int] | None = None,
 ) -> Joined | None:
     """The :class:`Joined` bytes of the delta terms of a query over inner stages (its
     ``staged_sql``, the delta rules above one level of stages): the term of a changed base
     table of the query above, and of each stage whose key table changed, reads the other
     tables and stages pruned by the range of the values its reductions filter by (module
     docstring); None when a stage has no :class:`StageKey` or stages of its own (the caller
-    counts the tables whole)."""
+    counts the tables whole). A stage read from its ``kept`` state (stage name -> bytes,
+    :mod:`sparkmv.refresh.incremental.stage_state`) costs that state."""
     if not analysis.stages or not analysis.staged_sql or analysis.keyed is not None:
         return None
     keys: dict[str, StageKey] = {}
@@ -186,6 +194,7 @@ def staged_joined_bytes(
         columns[name] = {keys[ref].key: types[_name(keys[ref].table)].get(keys[ref].column.lower())}
     by_name = {_name(t): t for t in pinned}
     stage_of = {name: keys[ref] for ref, name in refs.items()}
+    state_of = {name: (kept or {}).get(ref) for ref, name in refs.items() if (kept or {}).get(ref) is not None}
     total = whole = 0
     pruned_on: set[str] = set()
     for source, bounds_of in _terms(columns, changed, refs, keys, load):
@@ -194,6 +203,9 @@ def staged_joined_bytes(
             if other == source:
                 continue
             key = stage_of.get(other)
+            if other in state_of:
+                total, whole = total + (state_of[other] or 0), whole + (state_of[other] or 0)
+                continue
             full = key.others + _bytes(pinned[key.table]) if key else _bytes(pinned[by_name[other]])
             best: int | None = None
             for r in (r for r in found if r.target == other):
@@ -240,3 +252,49 @@ def _terms(
         elif touched:
             terms.append((name, lambda column: None))
     return terms
+
+
+def kept_states(location: str, analysis: IvmAnalysis, changes: dict[str, BaseChange]) -> dict[str, int]:
+    """Stage name -> bytes of its kept state at the consumed positions, for each inner stage
+    (nested ones too) maintained from its state (:mod:`sparkmv.refresh.incremental.stage_state`)
+    of the MV whose table is at ``location``."""
+    if not analysis.stages:
+        return {}
+    store = StateStore.of(location)
+    old = {t: c.old for t, c in changes.items()}
+    sizes = {stage.name: store.size(stage, state, old) for stage, state in kept_stages(analysis.stages)}
+    return {name: size for name, size in sizes.items() if size is not None}
+
+
+def table_names(sql: str) -> set[str]:
+    return {str(t) for t in referenced_tables(parse_query(sql))}
+
+
+def stage_bytes(
+    pinned: dict[str, PinnedTable],
+    stages: tuple[Stage, ...],
+    changed: dict[str, BaseChange] | None = None,
+    load: Loader | None = None,
+    kept: dict[str, int] | None = None,
+) -> int:
+    """Bytes the inner stages' virtual inputs cost about as much as reading: each stage
+    (nested ones too) reads the base tables of its query twice, over the new and the old
+    input (its frames and its touched keys' rows on both sides,
+    :mod:`sparkmv.refresh.incremental.stages`); a stage whose touched keys' range prunes the
+    files of its key's table (:func:`~sparkmv.refresh.incremental.stage_cost.stage_read_bytes`,
+    new keys above the old ones) only those."""
+    total = 0
+    for stage in stages:
+        if kept and stage.name in kept:  # its state read and written; its other tables read by its terms
+            tables = table_names(stage.analysis.augmented_sql)
+            others = [p for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables]
+            total += 2 * kept[stage.name] + (sum(_bytes(p) for p in others) if len(others) > 1 else 0)
+            continue
+        pruned = stage_read_bytes(stage.analysis, pinned, changed, load) if changed and load else None
+        if pruned is None:
+            tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
+            pruned = sum(
+                _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
+            )
+        total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load, kept)
+    return total

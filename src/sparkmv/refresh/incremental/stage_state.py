@@ -208,3 +208,52 @@ def frames_from_state(
     store.prune(stage, {found, store.directory(stage, state, new) or found})
     log.info("stage %s maintained from its state (%s)", stage.name, found)
     return StateFrames(current.select(*visible), fresh_state.select(*visible), restrict)
+
+
+@dataclass(frozen=True)
+class StagedFull:
+    """A FULL refresh computed over the kept states of the MV's inner stages: ``query``
+    (the query above the stages, :attr:`~sparkmv.analysis.ivm.IvmAnalysis.staged_sql`)
+    reading each stage's virtual input from its state directory in ``states`` (stage name
+    -> directory) as the stage's visible ``columns``. The stages are then computed once,
+    into their state, rather than once inside the query and once more for the state."""
+
+    query: str
+    states: dict[str, str]
+    columns: dict[str, list[str]]
+
+    def frames(self, rt: Runtime) -> dict[str, DataFrame]:
+        """Stage name -> its rows read from its state."""
+        return {
+            name: rt.spark.read.parquet(warehouse.spark_path(warehouse.normalize(d))).select(
+                *[f"`{c}`" for c in self.columns[name]]
+            )
+            for name, d in self.states.items()
+        }
+
+
+def full_over_states(
+    rt: Runtime, location: str, analysis: IvmAnalysis, pinned: dict[str, PinnedTable], columns: list[str]
+) -> StagedFull | None:
+    """Write the state of every decomposable stage of ``analysis`` over ``pinned`` (those not
+    written yet) and, when every stage of the query's top level keeps its state and the
+    query above them yields every column of the MV's table (``columns``), the
+    :class:`StagedFull` computing the MV from those states; else None (the MV's query is run
+    as written)."""
+    write_states(rt, location, analysis.stages, pinned)
+    if not analysis.staged_sql:
+        return None
+    store = StateStore.of(location)
+    states: dict[str, str] = {}
+    visible: dict[str, list[str]] = {}
+    for stage in analysis.stages:
+        state = decomposable(stage)
+        found = store.find(stage, state, pinned) if state is not None else None
+        if state is None or found is None:
+            return None
+        states[stage.name], visible[stage.name] = found, [c.name for c in state.columns]
+    query = parse_query(analysis.staged_sql)
+    names = {e.alias_or_name.lower() for e in getattr(query, "expressions", [])}
+    if not all(c.lower() in names for c in columns):
+        return None
+    return StagedFull(analysis.staged_sql, states, visible)

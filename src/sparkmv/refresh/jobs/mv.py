@@ -33,6 +33,8 @@ from sparkmv.storage.iceberg import RUN_ID_PROPERTY
 if TYPE_CHECKING:  # pyspark is imported where a chunk is computed
     from pyspark.sql.types import StructType
 
+    from sparkmv.refresh.incremental.stage_state import StagedFull
+
 log = logging.getLogger("sparkmv.refresh")
 
 
@@ -126,6 +128,8 @@ class MvRefreshJob(Job[MvRunPlan]):
         """The MV table's Spark schema, loaded once per run (chunks cast their rows to it)."""
         self.layout: tuple[list[str], int | None] | None = None
         """The MV's key columns and current size, loaded once per run (chunks cluster by it)."""
+        self.staged: StagedFull | None = None
+        """A FULL run over the kept states of the inner stages (:meth:`_stage_state`)."""
         self.files_replaced: int | None = None
         """Data files the run's commits removed, counted once published."""
 
@@ -200,6 +204,7 @@ class MvRefreshJob(Job[MvRunPlan]):
             if self.target is None:
                 self.target = mv_schema(self.rt, self.mv)
                 self.layout = cluster_layout(self.rt, self.mv)
+                self.staged = self._stage_state(self.target)
             restrict = base_partitions_for(chunk, self.lineage, self.plan.pinned)
             tag = f"r{ctx.run_id}c{chunk_id}"
             staged = compute_chunk(
@@ -212,33 +217,32 @@ class MvRefreshJob(Job[MvRunPlan]):
                 tag,
                 self.target,
                 self.layout,
+                self.staged,
             )
             out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
-        if self.plan.mode == "FULL" and 0 in chunk_ids:
-            self._write_stage_state()
         return out
 
-    def _write_stage_state(self) -> None:
-        """Keep the state of the MV's decomposable inner stages over the run's input, for
-        the next INCREMENTAL run (:mod:`sparkmv.refresh.incremental.stage_state`); only
-        for an MV that may refresh INCREMENTAL. The state is a cache checked on read: a
-        failure to write it is logged, and the next run recomputes those stages."""
-        if self.mv.properties.refresh_mode not in ("AUTO", "INCREMENTAL"):
-            return
+    def _stage_state(self, target: StructType) -> StagedFull | None:
+        """For a FULL run: keep the state of the MV's decomposable inner stages over the
+        run's input, for the next INCREMENTAL run, and compute the MV from those states
+        when every stage of its top level keeps one
+        (:mod:`sparkmv.refresh.incremental.stage_state`); only for an MV that may refresh
+        INCREMENTAL. The state is a cache checked on read: a failure to write it is logged,
+        and the MV's query runs as written."""
+        if self.plan.mode != "FULL" or self.mv.properties.refresh_mode not in ("AUTO", "INCREMENTAL"):
+            return None
         from sparkmv.refresh.incremental.decide import mv_analysis
-        from sparkmv.refresh.incremental.stage_state import write_states
+        from sparkmv.refresh.incremental.stage_state import full_over_states
 
         analysis = mv_analysis(self.rt, self.mv, self.plan.pinned)
         if analysis.reason is not None or not analysis.stages:
-            return
+            return None
         location = self.rt.iceberg.load(self.name).location()
         try:
-            written = write_states(self.rt, location, analysis.stages, self.plan.pinned)
-        except Exception as exc:  # a cache: the refresh itself succeeded
+            return full_over_states(self.rt, location, analysis, self.plan.pinned, [f.name for f in target.fields])
+        except Exception as exc:  # a cache: the refresh runs the query as written
             log.warning("stage state of %s not written: %s", self.name.display, exc)
-            return
-        if written:
-            log.info("wrote the state of %s inner stage(s) of %s", written, self.name.display)
+            return None
 
     def publish_recorded(self, ctx: RunContext, records: list[ChunkRecord]) -> None:
         """``publish = per_chunk``: commit each recorded chunk not yet committed."""
