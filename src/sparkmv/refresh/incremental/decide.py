@@ -22,8 +22,7 @@ from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental import netting
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.incremental.pruned import joined_bytes
-from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes, table_names
-from sparkmv.refresh.incremental.stage_state import kept_stages
+from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
@@ -103,7 +102,7 @@ def decide(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], reques
         return Decision(
             _incremental_plan(inp, f"refresh_mode = INCREMENTAL: {incremental.reason}"), inputs, chosen, inp
         )
-    candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp, analysis)])
+    candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp)])
     winner = next((c for c in candidates if c.chosen), None)
     why = describe(candidates)
     if winner is not None and winner.mode == "INCREMENTAL":
@@ -132,18 +131,8 @@ def _bytes(pinned: PinnedTable) -> int:
     return sum(p.bytes for p in pinned.partitions.values())
 
 
-def _full_candidate(inp: PlanInput, analysis: IvmAnalysis) -> Candidate:
-    """FULL reads every base table once, and the tables of each inner stage whose state the
-    MV keeps once more: it computes the stage into its state, then the query above over it
-    (:mod:`sparkmv.refresh.incremental.stage_state`; Spark's plan of the query as written
-    reads them twice as well, TPC-H Q17's ``lineitem`` for its subquery and its join)."""
-    total = sum(_bytes(p) for p in inp.pinned.values())
-    for stage, _ in kept_stages(analysis.stages if analysis.reason is None else ()):
-        tables = table_names(stage.analysis.augmented_sql)
-        total += sum(
-            _bytes(p) for t, p in inp.pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
-        )
-    return Candidate("FULL", True, total, "recomputes every partition")
+def _full_candidate(inp: PlanInput) -> Candidate:
+    return Candidate("FULL", True, sum(_bytes(p) for p in inp.pinned.values()), "recomputes every partition")
 
 
 def _pct_candidate(base: Plan, inp: PlanInput) -> Candidate:
@@ -232,7 +221,7 @@ def _netted_where_worth_it(
     against a 10 s FULL, and the MVs after it mostly still recomputed: bench/RESULTS.md,
     issue 24); that of a merge-on-read change is split among the MVs it serves
     (:func:`netting.shared_read_bytes`)."""
-    full = _full_candidate(inp, analysis).estimate_bytes or 0
+    full = _full_candidate(inp).estimate_bytes or 0
     pending = {
         t
         for t, c in changes.items()
@@ -300,7 +289,7 @@ def _estimate(
     joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
-    keyed = _keyed_bytes(inp, analysis, kept) if analysis.keyed is not None and changed else 0
+    keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
     staged = stage_bytes(inp.pinned, analysis.stages, changed, load, kept) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
     terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0
@@ -420,24 +409,16 @@ TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of 
 or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
 
 
-def _keyed_bytes(inp: PlanInput, analysis: IvmAnalysis, kept: dict[str, int]) -> int:
+def _keyed_bytes(inp: PlanInput) -> int:
     """Bytes an affected-key recomputation costs about as much as reading: the whole new
     input. It scans it (unless its key filter prunes partitions or row groups), though it
     joins and aggregates only the touched keys' rows; measured on TPC-H SF 0.1
     (bench/RESULTS.md, issue 24), every forced affected-key recomputation was slower than
     FULL (1.1x to 7x: the key queries and the merge are Spark jobs of their own), and
-    counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time. Over
-    inner stages, a stage maintained from its ``kept`` state is read as that state, not as
-    its base tables (which count only when the query above reads them too)."""
-    if not kept or not analysis.staged_sql:
-        return sum(_bytes(p) for p in inp.pinned.values())
-    total, names = sum(kept.values()), table_names(analysis.staged_sql)
-    for stage in analysis.stages:
-        if stage.name not in kept:
-            names |= table_names(stage.analysis.augmented_sql)
-    return total + sum(
-        _bytes(p) for t, p in inp.pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in names
-    )
+    counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time. Also
+    over inner stages kept as state (TPC-H Q15 at SF 1: 7.4 s against a 1 s FULL that
+    reads one quarter of ``lineitem``), as their Spark jobs, not their reads, dominate."""
+    return sum(_bytes(p) for p in inp.pinned.values())
 
 
 def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:

@@ -112,14 +112,16 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
     views.frames[(stage.name, "old")] = before
     inputs.new[stage.name] = inputs.old[stage.name] = placeholder
     if kept is not None:
-        restrict = kept.touched
         inputs.from_state.append(stage.name)
-    else:
-        assert own.keyed is not None
-        with touched_keys(rt, own, fresh.schema, inputs.new, inputs.old, inputs.delta, views) as terms:
-            if terms.union is None:
-                return
-            restrict = key_filter(terms.union, own.keyed.keys, fresh)
+        if kept.changed:  # the old and new state netted: rows of unchanged keys cancel
+            views.frames[(stage.name, "delta")] = views.persist(netted(fresh, before))
+            inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
+        return
+    assert own.keyed is not None
+    with touched_keys(rt, own, fresh.schema, inputs.new, inputs.old, inputs.delta, views) as terms:
+        if terms.union is None:
+            return
+        restrict = key_filter(terms.union, own.keyed.keys, fresh)
     if restrict is None:  # no key of the stage touched: it did not change
         return
     # Cached: every term reading the stage's delta, and their reductions, reuse it.
