@@ -25,6 +25,15 @@ def write_partition(
     return path
 
 
+def monthly_sales(root: Path, months: int, per_month: int, amount: Any = lambda i: float(i % 7)) -> Path:
+    """A ``sales`` directory partitioned by ``m`` (``2024-01``, ...): ``per_month`` rows
+    per month with ``id`` (``100 * k`` upward in month ``k``) and ``amount`` (of the id)."""
+    for k in range(months):
+        ids = list(range(k * 100, k * 100 + per_month))
+        write_partition(root, "m", f"2024-{k + 1:02d}", {"id": ids, "amount": [amount(i) for i in ids]})
+    return root
+
+
 def rows_of(df: Any, order: list[str] | None = None) -> list[tuple[Any, ...]]:
     """Rows of a DataFrame as sorted tuples (for exact comparison)."""
     return sorted((tuple(r) for r in df.collect()), key=lambda r: tuple((v is None, str(v)) for v in r))

@@ -17,7 +17,7 @@ import sparkmv.refresh.run_now
 from sparkmv.names import ObjectName, is_replacement
 from sparkmv.pipeline.project import load_project
 from sparkmv.pipeline.run import run_pipeline
-from tests.helpers import write_partition
+from tests.helpers import monthly_sales
 from tests.oracle import assert_mv_matches
 from tests.pipelines.test_pipeline_sql import states, write_project
 
@@ -32,11 +32,7 @@ READER = "CREATE MATERIALIZED VIEW busy AS SELECT m, n FROM counts WHERE n > 1"
 
 @pytest.fixture
 def sales(tmp_path: Path) -> Path:
-    sales = tmp_path / "sales"
-    for k, month in enumerate(("2024-01", "2024-02")):
-        ids = list(range(k * 100, k * 100 + 5))
-        write_partition(sales, "m", month, {"id": ids, "amount": [1.0] * len(ids)})
-    return sales
+    return monthly_sales(tmp_path / "sales", 2, 5, lambda i: 1.0)
 
 
 def _define(spec: Path, query: str) -> None:

@@ -12,7 +12,7 @@ import pytest
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.project import load_project
 from sparkmv.pipeline.run import RunResult, run_pipeline
-from tests.helpers import write_partition
+from tests.helpers import monthly_sales, write_partition
 from tests.oracle import assert_mv_matches
 
 pytestmark = [pytest.mark.spark]
@@ -54,11 +54,7 @@ def states(result: RunResult) -> dict[str, tuple[str, str | None]]:
 
 @pytest.fixture
 def sales(tmp_path: Path) -> Path:
-    sales = tmp_path / "sales"
-    for k, month in enumerate(("2024-01", "2024-02", "2024-03")):
-        ids = list(range(k * 100, k * 100 + 40))
-        write_partition(sales, "m", month, {"id": ids, "amount": [float(i % 7) for i in ids]})
-    return sales
+    return monthly_sales(tmp_path / "sales", 3, 40)
 
 
 def test_sql_project_runs_skips_and_refreshes_incrementally(client: Any, sales: Path, tmp_path: Path) -> None:

@@ -21,23 +21,11 @@ from sparkmv.refresh.incremental.stage_state import MARKER, STATE_DIRECTORY
 from sparkmv.storage import warehouse
 from tests.differential.ivm_harness import IvmMv, arrow_schema
 from tests.differential.test_signed import SEED, World, _steps, check
+from tests.differential.test_stages import _DECORRELATED, _MAX_OF_CTE, _MAX_OF_CTE_DUCK
 
 pytestmark = [pytest.mark.spark]
 
-_AVG = (
-    "SELECT sum(f.amt) AS total, count(*) AS n FROM fact f JOIN dim dm ON f.k = dm.k "
-    "WHERE f.v < (SELECT 2 * avg(g.v) FROM fact g WHERE g.k = dm.k AND g.x IS NOT NULL)"
-)
-_MAX_OF_CTE = (
-    "WITH r AS (SELECT f.k, sum(f.v) AS t FROM fact f WHERE f.v IS NOT NULL GROUP BY f.k) "
-    "SELECT dm.label, r.k, r.t FROM dim dm, r WHERE dm.k = r.k AND r.t = (SELECT max(t) FROM r)"
-)
-_MAX_OF_CTE_DUCK = (
-    "SELECT dm.label, r.k, r.t FROM dim dm, "
-    "(SELECT f.k, sum(f.v) AS t FROM fact f WHERE f.v IS NOT NULL GROUP BY f.k) r WHERE dm.k = r.k AND "
-    "r.t = (SELECT max(t) FROM (SELECT f.k, sum(f.v) AS t FROM fact f WHERE f.v IS NOT NULL GROUP BY f.k) r2)"
-)
-AVG = IvmMv("mv_state_avg", None, _AVG, _AVG)
+AVG = IvmMv("mv_state_avg", None, _DECORRELATED, _DECORRELATED)
 MAX_OF_CTE = IvmMv("mv_state_max", None, _MAX_OF_CTE, _MAX_OF_CTE_DUCK)
 KEPT = "merge their change into their kept state"
 RECOMPUTED = "recompute their touched keys over the old and new input"

@@ -23,7 +23,7 @@ from sparkmv.names import ObjectName, is_replacement, replacement_name
 from sparkmv.services.ddl import create_materialized_view
 from sparkmv.services.replace import replace_materialized_view
 from sparkmv.sql.parser import parse_statement
-from tests.helpers import write_partition
+from tests.helpers import monthly_sales
 from tests.oracle import assert_mv_matches
 
 pytestmark = [pytest.mark.spark]
@@ -37,11 +37,7 @@ FAILING = "SELECT m, CAST(concat('x', id) AS INT) AS total FROM sales"
 
 @pytest.fixture
 def sales(tmp_path: Path) -> Path:
-    sales = tmp_path / "sales"
-    for k, month in enumerate(("2024-01", "2024-02", "2024-03")):
-        ids = list(range(k * 100, k * 100 + 20))
-        write_partition(sales, "m", month, {"id": ids, "amount": [float(i % 7) for i in ids]})
-    return sales
+    return monthly_sales(tmp_path / "sales", 3, 20)
 
 
 def _setup(client: Any, sales: Path) -> None:
