@@ -282,7 +282,8 @@ def stage_bytes(
     input (its frames and its touched keys' rows on both sides,
     :mod:`sparkmv.refresh.incremental.stages`); a stage whose touched keys' range prunes the
     files of its key's table (:func:`~sparkmv.refresh.incremental.stage_cost.stage_read_bytes`,
-    new keys above the old ones) only those."""
+    new keys above the old ones) only those; a stage kept as state (``kept``: stage name ->
+    bytes, :func:`kept_states`) reads and writes its state instead."""
     total = 0
     for stage in stages:
         if kept and stage.name in kept:  # its state read and written; its other tables read by its terms
@@ -292,7 +293,9 @@ def stage_bytes(
             continue
         pruned = stage_read_bytes(stage.analysis, pinned, changed, load) if changed and load else None
         if pruned is None:
-            tables = {str(t) for t in referenced_tables(parse_query(stage.analysis.augmented_sql))}
+            # Over its own inner stages, a stage reads the tables of the query above them
+            # (each inner stage is counted on its own, kept as state or recomputed).
+            tables = table_names(stage.analysis.staged_sql or stage.analysis.augmented_sql)
             pruned = sum(
                 _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
             )
