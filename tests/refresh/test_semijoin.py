@@ -237,3 +237,37 @@ def test_a_table_smaller_than_the_threshold_is_joined_whole(
     _check(client, world)
     assert collected == []
     assert _scan_rows(terms[-1], "orders") == 8000
+
+
+@pytest.mark.spark
+def test_an_unclustered_join_column_is_not_reduced(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``orders.ck`` holds 0..39 in every file and ``cust`` is one file (spread 1.0): no
+    term collects its delta's keys to filter them (no file could be skipped), while
+    ``orders.ok`` and ``items.ok`` (one key range per file) are still reduced; exact."""
+    from sparkmv.refresh.incremental.pruned import column_spread
+
+    client, world = _setup(make_client, tmp_path)
+    orders = world.store.load(ORD)
+    snapshot = orders.current_snapshot().snapshot_id
+    assert column_spread(orders, snapshot, "ck") == 1.0
+    ok_spread = column_spread(orders, snapshot, "ok")
+    assert ok_spread is not None and ok_spread < 0.2
+    seen: dict[str, list[str]] = {}
+    original = semijoin.Reducer.conditions
+
+    def recording(self: Any, query: Any, changed: str, *args: Any, **kwargs: Any) -> Any:
+        out = original(self, query, changed, *args, **kwargs)
+        seen[changed] = sorted(out)
+        return out
+
+    monkeypatch.setattr(semijoin.Reducer, "conditions", recording)
+    world.append("cust", [(41, "c-new"), (7, "c7b")])
+    world.orders(8000, 8010)
+    _check(client, world)
+    assert seen == {
+        "default.cust": [],
+        "default.items": ["default.orders"],
+        "default.orders": ["default.items"],
+    }, seen

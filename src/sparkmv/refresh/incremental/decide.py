@@ -12,8 +12,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from pyiceberg.table import Table
-
 from sparkmv.analysis.incremental import IvmAnalysis, analyze_for_table
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
@@ -21,7 +19,7 @@ from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental import netting
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
-from sparkmv.refresh.incremental.pruned import joined_bytes
+from sparkmv.refresh.incremental.pruned import iceberg_table, joined_bytes
 from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
@@ -282,7 +280,7 @@ def _estimate(
     :mod:`sparkmv.refresh.incremental.candidates`)."""
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
-    load = lambda p: _iceberg_table(rt, p)  # noqa: E731
+    load = lambda p: iceberg_table(rt, p)  # noqa: E731
     kept = kept_states(rt.iceberg.load(mv.name).location(), analysis, changes) if changed else {}
     join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept) if changed else None
     join = join or joined_bytes(analysis, inp.pinned, changed, load)
@@ -334,19 +332,6 @@ def _estimate(
         why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
         return Candidate("INCREMENTAL", False, total, why, changes=read)
     return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
-
-
-def _iceberg_table(rt: Runtime, pinned: PinnedTable) -> Table | None:
-    """The Iceberg table of a pinned base table (of sparkmv's catalog or an external one);
-    None for other kinds."""
-    if pinned.kind not in ("iceberg", "refreshable") or pinned.snapshot_id is None:
-        return None
-    name = ObjectName.parse(pinned.name, allow_reserved=True)
-    if pinned.catalog_properties is not None:
-        from sparkmv.sources.external import load_table
-
-        return load_table(name, pinned.catalog_properties)
-    return rt.iceberg.load(name)
 
 
 def change_json(change: BaseChange) -> dict[str, Any]:

@@ -19,6 +19,7 @@ from its stored sum and count, and a SUM over only NULLs stays NULL (its non-NUL
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 from collections.abc import Callable, Iterator, Sequence
@@ -44,6 +45,7 @@ from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, o
 from sparkmv.analysis.query import bind_occurrences, bind_tables, parse_query, table_occurrences
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental.pruned import column_spread, iceberg_table
 from sparkmv.refresh.incremental.semijoin import Reducer
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -51,6 +53,8 @@ from sparkmv.sources.resolve import read_pinned
 
 log = logging.getLogger("sparkmv.refresh")
 _views = itertools.count()
+_SPREADS: dict[tuple[str, int, str], float | None] = {}
+"""Column spreads already read in this process (a snapshot's files never change)."""
 SIGNED_KINDS = ("changelog", "signed")
 """Kinds of a delta PinnedTable whose rows carry a sign (a refreshable table's changelog, an
 Iceberg table's signed change)."""
@@ -199,7 +203,10 @@ class Views:
             t: None if (t, role) in self.frames else sum(p.bytes for p in src.partitions.values())
             for t, (role, src) in roles.items()
         }
-        for table, (text, cond) in self.reducer.conditions(query, changed, frames, known, sizes).items():
+        spread = functools.partial(
+            self.spread, {t: src for t, (_, src) in roles.items() if t not in sizes or sizes[t] is not None}
+        )
+        for table, (text, cond) in self.reducer.conditions(query, changed, frames, known, sizes, spread).items():
             role, source = roles[table]
             views[ObjectName.parse(table, allow_reserved=True)] = self.filtered(
                 table, role, source, f"{text} of '{changed}'", cond
@@ -219,6 +226,23 @@ class Views:
             role, source = ("new", new[changed]) if rank < occurrence else ("old", old[changed])
             bound.append(views[name] if rank == occurrence else self.view(changed, role, source))
         return self.rt.spark.sql(bind_occurrences(query, bound))
+
+    def spread(self, pinned: dict[str, PinnedTable], table: str, column: str) -> float | None:
+        """:func:`~sparkmv.refresh.incremental.pruned.column_spread` of ``column`` in base
+        table ``table`` as ``pinned`` holds it (once per snapshot and column); None for a
+        virtual input, a table that is not Iceberg, or on any error reading its manifests."""
+        source = pinned.get(table)
+        if source is None or source.snapshot_id is None:
+            return None
+        key = (source.name, source.snapshot_id, column.lower())
+        if key not in _SPREADS:
+            try:
+                found = iceberg_table(self.rt, source)
+                _SPREADS[key] = None if found is None else column_spread(found, source.snapshot_id, column)
+            except Exception as exc:  # a cost heuristic: never fail the refresh over it
+                log.debug("no spread of %s.%s: %s", table, column, exc)
+                _SPREADS[key] = None
+        return _SPREADS[key]
 
     def filtered(self, table: str, role: str, pinned: PinnedTable, text: str, cond: Column) -> str:
         """The name of a temporary view of ``table`` in ``role`` filtered by ``cond``

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyiceberg.conversions import from_bytes
 from pyiceberg.expressions import AlwaysTrue, And, BooleanExpression, GreaterThanOrEqual, LessThanOrEqual
@@ -28,6 +28,9 @@ from sparkmv.analysis.semijoin import Reduction, reductions
 from sparkmv.names import ObjectName
 from sparkmv.sources.changes import APPEND, BaseChange
 from sparkmv.sources.pinned import PinnedTable
+
+if TYPE_CHECKING:
+    from sparkmv.refresh.runtime import Runtime
 
 Loader = Callable[[PinnedTable], Table | None]
 """Loads the Iceberg table of a pinned base table (None: not Iceberg)."""
@@ -162,3 +165,44 @@ def _range(table: Table, delta: PinnedTable, column: str) -> tuple[Any, ...] | N
     if seen != len(wanted):
         return None
     return (min(lows), max(highs)) if lows else ()
+
+
+def iceberg_table(rt: Runtime, pinned: PinnedTable) -> Table | None:
+    """The Iceberg table of a pinned base table (of sparkmv's catalog or an external one);
+    None for other kinds."""
+    if pinned.kind not in ("iceberg", "refreshable") or pinned.snapshot_id is None:
+        return None
+    name = ObjectName.parse(pinned.name, allow_reserved=True)
+    if pinned.catalog_properties is not None:
+        from sparkmv.sources.external import load_table
+
+        return load_table(name, pinned.catalog_properties)
+    return rt.iceberg.load(name)
+
+
+def column_spread(table: Table, snapshot_id: int | None, column: str) -> float | None:
+    """How unclustered ``column`` is in ``table``'s files (at ``snapshot_id``), from the
+    manifests' bounds: the median over its files of the share of the column's whole range
+    ``[min, max]`` that one file's ``[min, max]`` covers. Near 0: each file holds a narrow
+    range (a filter on the column skips most files); near 1: every file holds values from
+    everywhere (TPC-H's ``l_partkey`` or ``o_custkey``), so no filter on it skips a file
+    or row group. None for a column that is not an integer, decimal or date, or when a file
+    has no bounds."""
+    field = table.schema().find_field(column, case_sensitive=False)
+    kind = field.field_type
+    if not isinstance(kind, PrimitiveType) or str(kind).split("(")[0] not in ("int", "long", "decimal", "date"):
+        return None
+    spans: list[tuple[Any, Any]] = []
+    for task in table.scan(snapshot_id=snapshot_id).plan_files():
+        low = (task.file.lower_bounds or {}).get(field.field_id)
+        high = (task.file.upper_bounds or {}).get(field.field_id)
+        if low is None or high is None:
+            return None
+        spans.append((from_bytes(kind, low), from_bytes(kind, high)))
+    if not spans:
+        return None
+    whole = max(h for _, h in spans) - min(lo for lo, _ in spans)
+    if not whole:
+        return 1.0
+    shares = sorted(float((h - lo) / whole) for lo, h in spans)
+    return shares[len(shares) // 2]

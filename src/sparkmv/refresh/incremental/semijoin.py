@@ -23,7 +23,7 @@ the Spark job collecting the delta's values costs).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -40,6 +40,13 @@ MIN_TARGET_BYTES = 16 * 1024 * 1024
 """A table of at most this many bytes is not reduced: at TPC-H SF1 after RF1, collecting
 the 7,400 part keys of ``lineitem``'s delta (two Spark jobs, 0.3-0.8 s) to filter the 6 MiB
 ``part`` table cost Q14 more than its FULL refresh (bench/RESULTS.md, issue 24)."""
+UNCLUSTERED = 0.5
+"""A target column whose files each span more than this share of its whole range (the
+median file, :func:`~sparkmv.refresh.incremental.pruned.column_spread`) is not reduced: no
+file or row group can be skipped by a filter on it, and a broadcast join with the small
+delta filters its rows as cheaply as the filter would, without the Spark job collecting
+the delta's values (TPC-H's ``o_custkey``, ``l_partkey``, ``ps_suppkey``: about 1 s per
+term at SF 1)."""
 ENABLED = True
 """Module switch (tests and benchmarks compare with it off)."""
 
@@ -67,11 +74,15 @@ class Reducer:
         frames: Mapping[str, DataFrame],
         delta_rows: int | None,
         sizes: Mapping[str, int | None] | None = None,
+        spread: Callable[[str, str], float | None] | None = None,
     ) -> dict[str, tuple[str, Column]]:
         """Base table (qualified) -> (a text naming the filter, the filter) of the term of
         ``changed`` in ``query``; ``frames``: every base table's frame as the term reads
         it (``changed``: its delta); ``sizes``: their bytes where known (a table of at most
-        :data:`MIN_TARGET_BYTES` is not reduced). Empty when nothing can be reduced."""
+        :data:`MIN_TARGET_BYTES` is not reduced); ``spread(table, column)``: how
+        unclustered the column is in the table's files
+        (:func:`~sparkmv.refresh.incremental.pruned.column_spread`; a column spread over
+        more than :data:`UNCLUSTERED` is not reduced). Empty when nothing can be reduced."""
         if not ENABLED or (delta_rows is not None and delta_rows > MAX_DELTA_ROWS):
             return {}
         names = {ObjectName.parse(t, allow_reserved=True): t for t in frames}
@@ -81,7 +92,9 @@ class Reducer:
         found = [
             r
             for r in reductions(query, changed_name, columns)
-            if _literal_type(columns[changed_name][r.source]) and r.target not in small
+            if _literal_type(columns[changed_name][r.source])
+            and r.target not in small
+            and not _unclustered(spread, names[r.target], r.column)
         ]
         if not found:
             return {}
@@ -116,6 +129,11 @@ class Reducer:
                 else:
                     self.values[(table, c)] = ("range", [low, high] if low is not None else [])
         return {c: self.values[(table, c)] for c in columns}
+
+
+def _unclustered(spread: Callable[[str, str], float | None] | None, table: str, column: str) -> bool:
+    share = spread(table, column) if spread is not None else None
+    return share is not None and share > UNCLUSTERED
 
 
 def _literal_type(kind: object) -> bool:
