@@ -244,16 +244,17 @@ def test_an_unclustered_join_column_is_not_reduced(
     make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``orders.ck`` holds 0..39 in every file and ``cust`` is one file (spread 1.0): no
-    term collects its delta's keys to filter them (no file could be skipped), while
-    ``orders.ok`` and ``items.ok`` (one key range per file) are still reduced; exact."""
+    term whose delta's keys fall inside that range collects them to filter it (no file
+    could be skipped), while ``orders.ok`` and ``items.ok`` (one key range per file) are
+    still reduced, and so is ``orders.ck`` by new keys above its range; exact."""
     from sparkmv.refresh.incremental.pruned import column_spread
 
     client, world = _setup(make_client, tmp_path)
     orders = world.store.load(ORD)
     snapshot = orders.current_snapshot().snapshot_id
-    assert column_spread(orders, snapshot, "ck") == 1.0
+    assert column_spread(orders, snapshot, "ck") == (1.0, 0, 39)
     ok_spread = column_spread(orders, snapshot, "ok")
-    assert ok_spread is not None and ok_spread < 0.2
+    assert ok_spread is not None and ok_spread[0] < 0.2
     seen: dict[str, list[str]] = {}
     original = semijoin.Reducer.conditions
 
@@ -271,3 +272,8 @@ def test_an_unclustered_join_column_is_not_reduced(
         "default.items": ["default.orders"],
         "default.orders": ["default.items"],
     }, seen
+    # New customer keys above every ck of orders: that filter skips every file, so it is kept.
+    seen.clear()
+    world.append("cust", [(50, "c-50"), (51, "c-51")])
+    _check(client, world)
+    assert seen == {"default.cust": ["default.orders"]}, seen

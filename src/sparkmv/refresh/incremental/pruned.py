@@ -180,14 +180,14 @@ def iceberg_table(rt: Runtime, pinned: PinnedTable) -> Table | None:
     return rt.iceberg.load(name)
 
 
-def column_spread(table: Table, snapshot_id: int | None, column: str) -> float | None:
+def column_spread(table: Table, snapshot_id: int | None, column: str) -> tuple[float, Any, Any] | None:
     """How unclustered ``column`` is in ``table``'s files (at ``snapshot_id``), from the
     manifests' bounds: the median over its files of the share of the column's whole range
-    ``[min, max]`` that one file's ``[min, max]`` covers. Near 0: each file holds a narrow
-    range (a filter on the column skips most files); near 1: every file holds values from
-    everywhere (TPC-H's ``l_partkey`` or ``o_custkey``), so no filter on it skips a file
-    or row group. None for a column that is not an integer, decimal or date, or when a file
-    has no bounds."""
+    ``[min, max]`` that one file's ``[min, max]`` covers, with that min and max. Near 0:
+    each file holds a narrow range (a filter on the column skips most files); near 1: every
+    file holds values from everywhere (TPC-H's ``l_partkey`` or ``o_custkey``), so only a
+    filter outside ``[min, max]`` skips a file. None for a column that is not an integer,
+    decimal or date, or when a file has no bounds."""
     field = table.schema().find_field(column, case_sensitive=False)
     kind = field.field_type
     if not isinstance(kind, PrimitiveType) or str(kind).split("(")[0] not in ("int", "long", "decimal", "date"):
@@ -201,8 +201,15 @@ def column_spread(table: Table, snapshot_id: int | None, column: str) -> float |
         spans.append((from_bytes(kind, low), from_bytes(kind, high)))
     if not spans:
         return None
-    whole = max(h for _, h in spans) - min(lo for lo, _ in spans)
-    if not whole:
-        return 1.0
-    shares = sorted(float((h - lo) / whole) for lo, h in spans)
-    return shares[len(shares) // 2]
+    low, high = min(lo for lo, _ in spans), max(h for _, h in spans)
+    if high == low:
+        return 1.0, low, high
+    shares = sorted(float((h - lo) / (high - low)) for lo, h in spans)
+    return shares[len(shares) // 2], low, high
+
+
+def appended_range(delta: PinnedTable, column: str, load: Loader) -> tuple[Any, ...] | None:
+    """(min, max) of ``column`` over an append's files (``delta``, from the manifests; ``()``:
+    NULLs only); None when unknown (not an Iceberg append, no statistics)."""
+    table = load(delta)
+    return None if table is None else _range(table, delta, column)

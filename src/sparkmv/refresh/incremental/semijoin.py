@@ -74,15 +74,16 @@ class Reducer:
         frames: Mapping[str, DataFrame],
         delta_rows: int | None,
         sizes: Mapping[str, int | None] | None = None,
-        spread: Callable[[str, str], float | None] | None = None,
+        skips: Callable[[str, str, str], bool] | None = None,
     ) -> dict[str, tuple[str, Column]]:
         """Base table (qualified) -> (a text naming the filter, the filter) of the term of
         ``changed`` in ``query``; ``frames``: every base table's frame as the term reads
         it (``changed``: its delta); ``sizes``: their bytes where known (a table of at most
-        :data:`MIN_TARGET_BYTES` is not reduced); ``spread(table, column)``: how
-        unclustered the column is in the table's files
-        (:func:`~sparkmv.refresh.incremental.pruned.column_spread`; a column spread over
-        more than :data:`UNCLUSTERED` is not reduced). Empty when nothing can be reduced."""
+        :data:`MIN_TARGET_BYTES` is not reduced); ``skips(table, column, source)``: False
+        when a filter of the table's column by the delta's ``source`` values cannot skip a
+        file (the column spread over more than :data:`UNCLUSTERED` of its range in every
+        file and the delta's values inside that range), so it is not reduced. Empty when
+        nothing can be reduced."""
         if not ENABLED or (delta_rows is not None and delta_rows > MAX_DELTA_ROWS):
             return {}
         names = {ObjectName.parse(t, allow_reserved=True): t for t in frames}
@@ -94,7 +95,7 @@ class Reducer:
             for r in reductions(query, changed_name, columns)
             if _literal_type(columns[changed_name][r.source])
             and r.target not in small
-            and not _unclustered(spread, names[r.target], r.column)
+            and (skips is None or skips(names[r.target], r.column, r.source))
         ]
         if not found:
             return {}
@@ -129,11 +130,6 @@ class Reducer:
                 else:
                     self.values[(table, c)] = ("range", [low, high] if low is not None else [])
         return {c: self.values[(table, c)] for c in columns}
-
-
-def _unclustered(spread: Callable[[str, str], float | None] | None, table: str, column: str) -> bool:
-    share = spread(table, column) if spread is not None else None
-    return share is not None and share > UNCLUSTERED
 
 
 def _literal_type(kind: object) -> bool:
