@@ -22,7 +22,8 @@ The state is a cache checked on read, so no crash or mode switch can make it wro
 and it is used only by a run whose consumed positions give the same digest, with its marker
 file (:data:`MARKER`, written after the data) present. Anything else (no state yet, a base
 table without snapshot ids, a PCT run in between, a failed write) falls back to the
-recomputation over both inputs, exact as before. A FULL refresh writes the state of the
+recomputation over both inputs, exact as before. A FULL refresh (of an MV with
+``refresh_mode = 'INCREMENTAL'``) writes the state of the
 MV's decomposable stages (one more Spark job computing the stages over the new input); an
 INCREMENTAL run writes the new state and keeps only it and the one it read. Dropping the MV
 deletes its location, the state with it.
