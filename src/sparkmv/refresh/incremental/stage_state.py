@@ -36,16 +36,19 @@ import json
 import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-
-from pyspark.sql import DataFrame
+from typing import TYPE_CHECKING
 
 from sparkmv.analysis.incremental import IvmAnalysis, Stage, stage_state_analysis
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.delta import Views, combine, delta_terms, project_to
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage import warehouse
+
+if TYPE_CHECKING:  # pyspark is imported where a state is read or written, not by AUTO's estimate
+    from pyspark.sql import DataFrame
+
+    from sparkmv.refresh.incremental.delta import Views
 
 log = logging.getLogger("sparkmv.refresh")
 
@@ -145,6 +148,8 @@ def write_states(rt: Runtime, location: str, stages: tuple[Stage, ...], pinned: 
     """Write the state of every decomposable stage of ``stages`` over the ``pinned`` input
     (a FULL refresh); returns how many were written. A stage whose base tables have no
     snapshot ids is skipped."""
+    from sparkmv.refresh.incremental.delta import Views
+
     store = StateStore.of(location)
     views = Views(rt)
     written = 0
@@ -189,6 +194,8 @@ def frames_from_state(
     driver): a state is far smaller than the base tables it summarizes (TPC-H SF1's
     ``avg(l_quantity)`` per part: 200,000 rows, 2.6 MiB, for 6 million rows of
     ``lineitem``)."""
+    from sparkmv.refresh.incremental.delta import combine, delta_terms, project_to
+
     state = decomposable(stage)
     if state is None:
         return None
