@@ -45,16 +45,14 @@ from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, o
 from sparkmv.analysis.query import bind_occurrences, bind_tables, parse_query, table_occurrences
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.pruned import appended_range, column_spread, iceberg_table
-from sparkmv.refresh.incremental.semijoin import UNCLUSTERED, Reducer
+from sparkmv.refresh.incremental.pruned import iceberg_table, prunes
+from sparkmv.refresh.incremental.semijoin import Reducer
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 
 log = logging.getLogger("sparkmv.refresh")
 _views = itertools.count()
-_SPREADS: dict[tuple[str, int, str], tuple[float, Any, Any] | None] = {}
-"""Column spreads already read in this process (a snapshot's files never change)."""
 SIGNED_KINDS = ("changelog", "signed")
 """Kinds of a delta PinnedTable whose rows carry a sign (a refreshable table's changelog, an
 Iceberg table's signed change)."""
@@ -204,7 +202,7 @@ class Views:
             for t, (role, src) in roles.items()
         }
         pinned = {t: src for t, (_, src) in roles.items() if sizes.get(t) is not None}
-        skips = functools.partial(self.skips, pinned, delta[changed])
+        skips = functools.partial(prunes, functools.partial(iceberg_table, self.rt), pinned, delta[changed])
         for table, (text, cond) in self.reducer.conditions(query, changed, frames, known, sizes, skips).items():
             role, source = roles[table]
             views[ObjectName.parse(table, allow_reserved=True)] = self.filtered(
@@ -225,34 +223,6 @@ class Views:
             role, source = ("new", new[changed]) if rank < occurrence else ("old", old[changed])
             bound.append(views[name] if rank == occurrence else self.view(changed, role, source))
         return self.rt.spark.sql(bind_occurrences(query, bound))
-
-    def skips(self, pinned: dict[str, PinnedTable], change: PinnedTable, table: str, column: str, source: str) -> bool:
-        """False when filtering base table ``table``'s ``column`` by the values of the
-        delta's ``source`` column cannot skip a file of it: the column is spread over more
-        than :data:`~sparkmv.refresh.incremental.semijoin.UNCLUSTERED` of its range in its
-        files (:func:`~sparkmv.refresh.incremental.pruned.column_spread`) and the delta's
-        values may fall inside that range (an append's range from its manifests: TPC-H
-        RF1's new order keys lie above every old one, and prune every old file). True when
-        unknown (a virtual input, not Iceberg, no statistics, any error)."""
-        target = pinned.get(table)
-        if target is None or target.snapshot_id is None:
-            return True
-        try:
-            key = (target.name, target.snapshot_id, column.lower())
-            if key not in _SPREADS:
-                found = iceberg_table(self.rt, target)
-                _SPREADS[key] = None if found is None else column_spread(found, target.snapshot_id, column)
-            layout = _SPREADS[key]
-            if layout is None or layout[0] <= UNCLUSTERED:
-                return True
-            load = functools.partial(iceberg_table, self.rt)
-            appended = appended_range(change, source, load) if change.kind == "iceberg" else None
-        except Exception as exc:  # a cost heuristic: never fail the refresh over it
-            log.debug("no layout of %s.%s: %s", table, column, exc)
-            return True
-        if appended is None:
-            return False
-        return appended == () or appended[1] < layout[1] or appended[0] > layout[2]
 
     def filtered(self, table: str, role: str, pinned: PinnedTable, text: str, cond: Column) -> str:
         """The name of a temporary view of ``table`` in ``role`` filtered by ``cond``

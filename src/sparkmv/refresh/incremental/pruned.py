@@ -13,7 +13,7 @@ or a file carries no bounds, or the change is signed, the whole table is counted
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,15 @@ if TYPE_CHECKING:
     from sparkmv.refresh.runtime import Runtime
 
 Loader = Callable[[PinnedTable], Table | None]
+
+UNCLUSTERED = 0.5
+"""A target column whose files each span more than this share of its whole range (the
+median file, :func:`~sparkmv.refresh.incremental.pruned.column_spread`) is not reduced: no
+file or row group can be skipped by a filter on it, and a broadcast join with the small
+delta filters its rows as cheaply as the filter would, without the Spark job collecting
+the delta's values (TPC-H's ``o_custkey``, ``l_partkey``, ``ps_suppkey``: about 1 s per
+term at SF 1)."""
+
 """Loads the Iceberg table of a pinned base table (None: not Iceberg)."""
 
 
@@ -210,6 +219,68 @@ def column_spread(table: Table, snapshot_id: int | None, column: str) -> tuple[f
 
 def appended_range(delta: PinnedTable, column: str, load: Loader) -> tuple[Any, ...] | None:
     """(min, max) of ``column`` over an append's files (``delta``, from the manifests; ``()``:
-    NULLs only); None when unknown (not an Iceberg append, no statistics)."""
-    table = load(delta)
-    return None if table is None else _range(table, delta, column)
+    NULLs only); None when unknown (not an Iceberg append, no statistics, an error reading
+    the manifests). Planned once per process for the same files (:func:`cached`): AUTO's
+    estimate and the run's semi-join reduction ask for the same ranges."""
+    files = frozenset(f for p in delta.partitions.values() for f in p.files)
+    key = ("range", delta.name, delta.snapshot_id, hash(files), len(files), column.lower())
+
+    def compute() -> tuple[Any, ...] | None:
+        try:
+            table = load(delta)
+            return None if table is None else _range(table, delta, column)
+        except Exception:
+            return None
+
+    return cached(key, compute)  # type: ignore[no-any-return]
+
+
+def cached_spread(load: Loader, pinned: PinnedTable, column: str) -> tuple[float, Any, Any] | None:
+    """:func:`column_spread` of ``column`` in ``pinned`` (once per snapshot and column);
+    None when not an Iceberg table or on an error reading its manifests."""
+
+    def compute() -> tuple[float, Any, Any] | None:
+        try:
+            table = load(pinned)
+            return None if table is None else column_spread(table, pinned.snapshot_id, column)
+        except Exception:
+            return None
+
+    return cached(("spread", pinned.name, pinned.snapshot_id, column.lower()), compute)  # type: ignore[no-any-return]
+
+
+_CACHE: dict[tuple[Any, ...], Any] = {}
+"""Ranges, spreads and overlapping bytes already planned in this process (each costs a scan
+plan of the table's manifests; one estimate and one run ask for the same several times).
+Keys hold the snapshot ids and files, which never change in place."""
+
+
+def cached(key: tuple[Any, ...], compute: Callable[[], Any]) -> Any:
+    """``compute()`` once per ``key`` in this process (at most ~512 kept)."""
+    if key not in _CACHE:
+        if len(_CACHE) > 512:
+            _CACHE.clear()
+        _CACHE[key] = compute()
+    return _CACHE[key]
+
+
+def prunes(
+    load: Loader, pinned: Mapping[str, PinnedTable], change: PinnedTable, table: str, column: str, source: str
+) -> bool:
+    """False when filtering base table ``table`` (as ``pinned`` holds it) on ``column`` by
+    the values of the delta's (``change``'s) ``source`` column cannot skip a file of it:
+    the column is spread over more than :data:`UNCLUSTERED` of its range in its files
+    (:func:`~sparkmv.refresh.incremental.pruned.column_spread`) and the delta's values may
+    fall inside that range (an append's range from its manifests: TPC-H RF1's new order keys
+    lie above every old one, and prune every old file). True when unknown (a virtual input,
+    not Iceberg, no statistics)."""
+    target = pinned.get(table)
+    if target is None or target.snapshot_id is None:
+        return True
+    layout = cached_spread(load, target, column)
+    if layout is None or layout[0] <= UNCLUSTERED:
+        return True
+    appended = appended_range(change, source, load) if change.kind == "iceberg" else None
+    if appended is None:
+        return False
+    return appended == () or appended[1] < layout[1] or appended[0] > layout[2]

@@ -40,13 +40,6 @@ MIN_TARGET_BYTES = 16 * 1024 * 1024
 """A table of at most this many bytes is not reduced: at TPC-H SF1 after RF1, collecting
 the 7,400 part keys of ``lineitem``'s delta (two Spark jobs, 0.3-0.8 s) to filter the 6 MiB
 ``part`` table cost Q14 more than its FULL refresh (bench/RESULTS.md, issue 24)."""
-UNCLUSTERED = 0.5
-"""A target column whose files each span more than this share of its whole range (the
-median file, :func:`~sparkmv.refresh.incremental.pruned.column_spread`) is not reduced: no
-file or row group can be skipped by a filter on it, and a broadcast join with the small
-delta filters its rows as cheaply as the filter would, without the Spark job collecting
-the delta's values (TPC-H's ``o_custkey``, ``l_partkey``, ``ps_suppkey``: about 1 s per
-term at SF 1)."""
 ENABLED = True
 """Module switch (tests and benchmarks compare with it off)."""
 
@@ -81,8 +74,7 @@ class Reducer:
         it (``changed``: its delta); ``sizes``: their bytes where known (a table of at most
         :data:`MIN_TARGET_BYTES` is not reduced); ``skips(table, column, source)``: False
         when a filter of the table's column by the delta's ``source`` values cannot skip a
-        file (the column spread over more than :data:`UNCLUSTERED` of its range in every
-        file and the delta's values inside that range), so it is not reduced. Empty when
+        file (:func:`~sparkmv.refresh.incremental.pruned.prunes`), so it is not reduced. Empty when
         nothing can be reduced."""
         if not ENABLED or (delta_rows is not None and delta_rows > MAX_DELTA_ROWS):
             return {}

@@ -26,7 +26,15 @@ from sparkmv.analysis.incremental import IvmAnalysis, Stage
 from sparkmv.analysis.query import parse_query, referenced_tables, table_name
 from sparkmv.analysis.semijoin import reductions
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.pruned import Joined, Loader, _bytes, _range, bytes_within, column_types
+from sparkmv.refresh.incremental.pruned import (
+    Joined,
+    Loader,
+    _bytes,
+    appended_range,
+    bytes_within,
+    cached,
+    column_types,
+)
 from sparkmv.refresh.incremental.stage_state import StateStore, kept_stages
 from sparkmv.sources.changes import APPEND, BaseChange
 from sparkmv.sources.pinned import PinnedTable
@@ -94,20 +102,6 @@ def _key_column(query: Any, key: str) -> tuple[str, str] | None:
     return str(table_name(tables[0])), column.name
 
 
-_CACHE: dict[tuple[Any, ...], Any] = {}
-"""Ranges and overlapping bytes already planned in this process (each costs a scan plan of
-the table's manifests; one estimate asks for the same several times). Keys hold the
-snapshot ids and files, which never change in place."""
-
-
-def _cached(key: tuple[Any, ...], compute: Any) -> Any:
-    if key not in _CACHE:
-        if len(_CACHE) > 512:
-            _CACHE.clear()
-        _CACHE[key] = compute()
-    return _CACHE[key]
-
-
 def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...] | None) -> int | None:
     """Bytes of ``pinned``'s files whose bounds of ``column`` overlap ``bounds`` (min, max):
     0 for ``()`` (no non-NULL value), None when unknown."""
@@ -116,7 +110,7 @@ def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tu
     if bounds == ():
         return 0
     key = ("overlap", pinned.name, pinned.snapshot_id, column.lower(), bounds)
-    return _cached(key, lambda: _overlapping(load, pinned, column, bounds))  # type: ignore[no-any-return]
+    return cached(key, lambda: _overlapping(load, pinned, column, bounds))  # type: ignore[no-any-return]
 
 
 def _overlapping(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...]) -> int | None:
@@ -132,19 +126,7 @@ def delta_range(change: BaseChange, column: str, load: Loader) -> tuple[Any, ...
     the manifests; None when not an append or unknown."""
     if change.kind != APPEND or change.delta is None:
         return None
-    delta = change.delta
-    files = frozenset(f for p in delta.partitions.values() for f in p.files)
-    key = ("range", delta.name, delta.snapshot_id, hash(files), len(files), column.lower())
-    return _cached(key, lambda: _delta_range(change, column, load))  # type: ignore[no-any-return]
-
-
-def _delta_range(change: BaseChange, column: str, load: Loader) -> tuple[Any, ...] | None:
-    assert change.delta is not None
-    try:
-        source = load(change.delta)
-        return None if source is None else _range(source, change.delta, column)
-    except Exception:
-        return None
+    return appended_range(change.delta, column, load)
 
 
 def stage_read_bytes(
@@ -194,7 +176,7 @@ def staged_joined_bytes(
         columns[name] = {keys[ref].key: types[_name(keys[ref].table)].get(keys[ref].column.lower())}
     by_name = {_name(t): t for t in pinned}
     stage_of = {name: keys[ref] for ref, name in refs.items()}
-    state_of = {name: (kept or {}).get(ref) for ref, name in refs.items() if (kept or {}).get(ref) is not None}
+    state_of = {name: kept[ref] for ref, name in refs.items() if kept and ref in kept}
     total = whole = 0
     pruned_on: set[str] = set()
     for source, bounds_of in _terms(columns, changed, refs, keys, load):
@@ -204,7 +186,7 @@ def staged_joined_bytes(
                 continue
             key = stage_of.get(other)
             if other in state_of:
-                total, whole = total + (state_of[other] or 0), whole + (state_of[other] or 0)
+                total, whole = total + state_of[other], whole + state_of[other]
                 continue
             full = key.others + _bytes(pinned[key.table]) if key else _bytes(pinned[by_name[other]])
             best: int | None = None

@@ -115,8 +115,9 @@ class StateStore:
 
     def prune(self, stage: Stage, keep: set[str]) -> None:
         """Remove ``stage``'s states other than the directories in ``keep``."""
+        kept = {warehouse.normalize(k) for k in keep}
         for entry in warehouse.list_dir(warehouse.join(self.root, stage.name)):
-            if entry.is_dir and warehouse.normalize(entry.path) not in {warehouse.normalize(k) for k in keep}:
+            if entry.is_dir and warehouse.normalize(entry.path) not in kept:
                 warehouse.remove_tree(entry.path)
 
     def size(self, stage: Stage, state: IvmAnalysis, positions: Mapping[str, PinnedTable]) -> int | None:
@@ -125,6 +126,11 @@ class StateStore:
         if directory is None:
             return None
         return sum(f.size for f in warehouse.list_files(directory) if f.name.endswith(".parquet"))
+
+
+def read_state(rt: Runtime, directory: str) -> DataFrame:
+    """The rows of the state written under ``directory``."""
+    return rt.spark.read.parquet(warehouse.spark_path(warehouse.normalize(directory)))
 
 
 def _positions(state: IvmAnalysis, positions: Mapping[str, PinnedTable]) -> dict[str, int | None]:
@@ -202,7 +208,7 @@ def frames_from_state(
     found = store.find(stage, state, old)
     if found is None:
         return None
-    current = rt.spark.read.parquet(warehouse.spark_path(warehouse.normalize(found)))
+    current = read_state(rt, found)
     visible = [f"`{c.name}`" for c in state.columns]
     with delta_terms(rt, state, new, old, delta, views) as terms:
         if terms.union is None:  # no base table of the stage changed: the state carries over
@@ -213,7 +219,7 @@ def frames_from_state(
             rows = project_to(terms.union, current.schema)
             merged = combine(current.unionByName(rows), state, current.schema)
             written = store.write(merged, stage, state, new)
-            fresh_state = rt.spark.read.parquet(warehouse.spark_path(warehouse.normalize(written)))
+            fresh_state = read_state(rt, written)
     store.prune(stage, {found, store.directory(stage, state, new) or found})
     log.info("stage %s maintained from its state (%s)", stage.name, found)
     return StateFrames(current.select(*visible), fresh_state.select(*visible), terms.union is not None)
@@ -234,10 +240,7 @@ class StagedFull:
     def frames(self, rt: Runtime) -> dict[str, DataFrame]:
         """Stage name -> its rows read from its state."""
         return {
-            name: rt.spark.read.parquet(warehouse.spark_path(warehouse.normalize(d))).select(
-                *[f"`{c}`" for c in self.columns[name]]
-            )
-            for name, d in self.states.items()
+            name: read_state(rt, d).select(*[f"`{c}`" for c in self.columns[name]]) for name, d in self.states.items()
         }
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -55,7 +55,6 @@ class StagedInputs:
             (``delta`` only for a stage some key of which was touched).
         state: the MV's stage state (:mod:`sparkmv.refresh.incremental.stage_state`);
             None: every stage is recomputed over both inputs.
-        from_state: the stages maintained from their state in this run.
     """
 
     analysis: IvmAnalysis
@@ -64,7 +63,6 @@ class StagedInputs:
     old: dict[str, PinnedTable]
     delta: dict[str, PinnedTable]
     state: StateStore | None = None
-    from_state: list[str] = field(default_factory=list)
 
 
 @contextmanager
@@ -112,7 +110,6 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
     views.frames[(stage.name, "old")] = before
     inputs.new[stage.name] = inputs.old[stage.name] = placeholder
     if kept is not None:
-        inputs.from_state.append(stage.name)
         if kept.changed:  # the old and new state netted: rows of unchanged keys cancel
             views.frames[(stage.name, "delta")] = views.persist(netted(fresh, before))
             inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
