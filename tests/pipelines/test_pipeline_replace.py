@@ -132,3 +132,51 @@ def test_failing_replacement_exits_1_from_the_command(make_client: Any, sales: P
     )
     assert _rows(client, "counts") == before and _definition(client, "counts") == definition
     assert _hidden(client) == []
+
+
+PY_OLD = """from pyspark import pipelines as dp
+from pyspark.sql import SparkSession, functions as F
+
+@dp.materialized_view
+def py_counts():
+    return SparkSession.active().table("sales").groupBy("m").agg(F.count("*").alias("n"))
+"""
+PY_NEW = PY_OLD.replace('F.count("*").alias("n")', 'F.max("id").alias("top"), F.count("*").alias("n")')
+PY_READER = "CREATE MATERIALIZED VIEW py_reader AS SELECT m, n FROM py_counts WHERE n > 1"
+
+
+def test_python_mv_whose_columns_change_is_swapped_in(
+    client: Any, sales: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sparkmv.pipeline.python_mv as python_mv
+
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    spec = write_project(tmp_path / "py", {"counts.py": PY_OLD, "reader.sql": PY_READER})
+    first = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert states(first) == {"py_counts": ("SUCCESS", "FULL"), "py_reader": ("SUCCESS", "FULL")}
+    old_rows = _rows(client, "py_counts")
+    old_location = client.runtime.iceberg.load(ObjectName.parse("py_counts")).location()
+    assert old_rows == sorted(tuple(r) for r in client.sql("SELECT m, count(*) FROM sales GROUP BY m").collect())
+
+    # while the new columns are written, readers still see the old table, whole
+    write = python_mv._write
+    seen: list[Any] = []
+
+    def watched_write(df: Any, directory: str) -> list[str]:
+        seen.append((client.table("py_counts").columns, _rows(client, "py_counts"), _hidden(client)))
+        return write(df, directory)
+
+    monkeypatch.setattr(python_mv, "_write", watched_write)
+    (spec.parent / "transformations" / "counts.py").write_text(PY_NEW)
+    second = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert states(second) == {"py_counts": ("SUCCESS", "FULL"), "py_reader": ("SUCCESS", "FULL")}
+    assert second.results[0].reason == "its columns changed: table replaced atomically"
+    assert len(seen) == 1 and seen[0][:2] == (["m", "n"], old_rows) and len(seen[0][2]) == 1
+    assert client.table("py_counts").columns == ["m", "top", "n"]
+    expected = "SELECT m, max(id) AS top, count(*) AS n FROM sales GROUP BY m"
+    assert _rows(client, "py_counts") == sorted(tuple(r) for r in client.sql(expected).collect())
+    assert_mv_matches(client, "py_reader", "SELECT m, n FROM py_counts WHERE n > 1")
+    assert _hidden(client) == [] and not Path(old_location.removeprefix("file://")).exists()
+    monkeypatch.undo()
+    third = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert {r.state for r in third.results} == {"SKIPPED"}

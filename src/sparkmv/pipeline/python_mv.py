@@ -13,7 +13,11 @@ current snapshot (``sparkmv.pipeline.inputs``). Equal: SKIPPED. Different, a for
 or an input that is not a file (a plan that is not deterministic, or holds driver-side rows:
 ``LocalRelation``, ``LogicalRDD``): FULL. A FULL refresh writes the whole result as new Parquet
 files under the table's location and commits them in one Iceberg snapshot that replaces every
-old file: readers see the old or the new contents, never an empty or partial table.
+old file: readers see the old or the new contents, never an empty or partial table. When the
+DataFrame's columns changed, the result is written to a new table under a hidden name
+(:func:`sparkmv.names.replacement_name`) and swapped in by one catalog transaction
+(:func:`sparkmv.storage.iceberg_swap.point_name_at`, as ``CREATE OR REPLACE MATERIALIZED VIEW``
+swaps a SQL MV): readers see the old columns and rows, then the new ones, never no table.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.errors import SparkMvError
-from sparkmv.names import ObjectName
+from sparkmv.names import ObjectName, is_replacement_of
 from sparkmv.storage import warehouse
 
 if TYPE_CHECKING:
@@ -119,9 +123,8 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
         current = table.current_snapshot()
         stored = current.summary.get(FINGERPRINT_PROPERTY) if current and current.summary else None
         if table.schema().as_arrow().names != schema.names:
-            store.drop_table(name)  # the columns changed: rebuilt (not atomic, unlike a changed SQL query)
-            reason = "its columns changed: table recreated"
-        elif force:
+            return _replace_table(client, name, df, schema, fp)
+        if force:
             reason = "full refresh requested"
         elif untrusted:
             reason = f"recomputed on every run: {untrusted}"
@@ -136,6 +139,42 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
     table = store.load(name)
     files = _write(df, warehouse.join(table.location(), "data", f"pipeline-{uuid.uuid4().hex}"))
     store.publish(name, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
+    return PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name)))
+
+
+def _replace_table(client: Client, name: ObjectName, df: DataFrame, schema: Any, fp: str) -> PythonRefresh:
+    """Write ``df`` (Arrow ``schema``) as a new table under a hidden name and swap it in for
+    Python MV ``name`` in one catalog transaction; the old table's files are deleted after.
+    A write or swap that fails drops the hidden table: ``name`` is left as it was.
+
+    Raises:
+        StorageError: the write or the swap failed (another writer committed to ``name``).
+    """
+    from sparkmv.names import replacement_name
+    from sparkmv.storage.iceberg_swap import point_name_at
+
+    store = client.runtime.iceberg
+    for left in store.list_tables():  # a replacement left behind by a process that died
+        if is_replacement_of(left, name):
+            store.drop_table(left)
+    hidden = replacement_name(name, uuid.uuid4().hex[:8])
+    old_location = store.load(name).location()
+    store.create_table(hidden, schema, None)
+    try:
+        location = store.load(hidden).location()
+        files = _write(df, warehouse.join(location, "data", f"pipeline-{uuid.uuid4().hex}"))
+        store.publish(hidden, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
+        with client.runtime.catalog.transaction() as s:
+            point_name_at(s, name, hidden, replaces_table=True)
+    except BaseException:
+        store.drop_table(hidden)
+        raise
+    if not (warehouse.is_within(location, old_location) or warehouse.is_within(old_location, location)):
+        try:
+            warehouse.remove_tree(old_location)
+        except OSError:  # the swap is done; the old files are only garbage now
+            pass
+    reason = "its columns changed: table replaced atomically"
     return PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name)))
 
 
