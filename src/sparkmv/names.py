@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from datetime import datetime
 
 from sparkmv.errors import InvalidNameError
 
@@ -122,6 +123,71 @@ rewrite) skip them, and a statement cannot name one."""
 _REPLACEMENT_NAME_CHARS = 100
 """How much of the replaced MV's name a replacement's name keeps (the rest of the 128
 characters: the prefix and ``_<8 hex digits>``)."""
+
+
+RETIRED_PREFIX = "__smv_retired_"
+"""Iceberg tables whose name starts with this are tables replaced by a swap (``CREATE OR
+REPLACE``, a Python MV whose columns changed), kept so that a reader that opened the old
+table before the swap can finish; ``sparkmv vacuum`` drops them once they are older than the
+snapshot retention. Hidden like replacements; a statement cannot name one."""
+
+_RETIRED_NAME_CHARS = 90
+
+
+def retired_name(name: ObjectName, at: datetime, token: str) -> ObjectName:
+    """The hidden name the table replaced as ``name`` at UTC time ``at`` keeps until vacuum
+    drops it; ``token``: 8 lower-case hex digits.
+
+    >>> retired_name(ObjectName("default", "sales"), datetime(2026, 11, 28, 9, 5, 7), "0a1b2c3d").name
+    '__smv_retired_sales_20261128090507_0a1b2c3d'
+    """
+    stamp = at.strftime("%Y%m%d%H%M%S")
+    return ObjectName(name.namespace, f"{RETIRED_PREFIX}{name.name[:_RETIRED_NAME_CHARS]}_{stamp}_{token}")
+
+
+def retired_at(candidate: ObjectName, name: ObjectName | None = None) -> datetime | None:
+    """When ``candidate`` was retired (UTC, naive), or None when it is not a name
+    :func:`retired_name` gives (for ``name``, when given).
+
+    >>> at = datetime(2026, 11, 28, 9, 5, 7)
+    >>> retired_at(retired_name(ObjectName("default", "sales"), at, "0a1b2c3d")) == at
+    True
+    >>> other = ObjectName("default", "__smv_retired_sales_x_20261128090507_0a1b2c3d")
+    >>> retired_at(other, ObjectName("default", "sales"))
+    >>> retired_at(ObjectName("default", "sales"))
+    """
+    if not candidate.name.startswith(RETIRED_PREFIX):
+        return None
+    rest, _, token = candidate.name[len(RETIRED_PREFIX) :].rpartition("_")
+    owner, _, stamp = rest.rpartition("_")
+    if len(token) != 8 or any(ch not in "0123456789abcdef" for ch in token):
+        return None
+    if name is not None and (candidate.namespace != name.namespace or owner != name.name[:_RETIRED_NAME_CHARS]):
+        return None
+    try:
+        return datetime.strptime(stamp, "%Y%m%d%H%M%S")
+    except ValueError:
+        return None
+
+
+def retired_owner(candidate: ObjectName) -> ObjectName:
+    """The name whose replaced table retired table ``candidate`` is (its first 90
+    characters).
+
+    >>> retired_owner(ObjectName("default", "__smv_retired_my_sales_20261128090507_0a1b2c3d")).name
+    'my_sales'
+    """
+    rest = candidate.name[len(RETIRED_PREFIX) :].rpartition("_")[0]
+    return ObjectName(candidate.namespace, rest.rpartition("_")[0])
+
+
+def is_hidden(name: str) -> bool:
+    """True for sparkmv's hidden names: a replacement being built, a retired table.
+
+    >>> is_hidden("__smv_retired_sales_20261128090507_0a1b2c3d"), is_hidden("sales")
+    (True, False)
+    """
+    return is_replacement(name) or name.lower().startswith(RETIRED_PREFIX)
 
 
 def is_replacement(name: str) -> bool:

@@ -19,7 +19,8 @@ from sparkmv.errors import (
     ParseError,
     RefreshFailedError,
 )
-from sparkmv.names import ObjectName, is_replacement, replacement_name
+from sparkmv.names import ObjectName, is_replacement, replacement_name, retired_at
+from sparkmv.refresh.vacuum import vacuum
 from sparkmv.services.ddl import create_materialized_view
 from sparkmv.services.replace import replace_materialized_view
 from sparkmv.sql.parser import parse_statement
@@ -72,6 +73,7 @@ def test_replace_swaps_in_the_new_definition_and_keeps_readers_of_it(
     _setup(client, sales)
     rt = client.runtime
     old_location = rt.iceberg.load(ObjectName.parse("top")).location()
+    old_dir = Path(old_location.removeprefix("file://"))
     old_rows = _rows(client, "top")
     with rt.catalog.read() as s:
         old_runs = [r.run_id for r in rt.catalog.runs.list(s, rt.catalog.objects.get(s, ObjectName.parse("top")).id)]
@@ -90,7 +92,19 @@ def test_replace_swaps_in_the_new_definition_and_keeps_readers_of_it(
     assert_mv_matches(client, "top", TOP2)
     assert _definition(client, "top") == TOP2
     assert _hidden(client) == ([], [])
-    assert not Path(old_location).exists()  # the replaced table's files are gone
+    # the replaced table is kept, retired, for readers that opened it before the swap ...
+    (retired,) = [t for t in rt.iceberg.list_tables() if retired_at(t, ObjectName.parse("top"))]
+    assert rt.iceberg.load(retired).location() == old_location and old_dir.is_dir()
+    width = len(old_rows[0])  # the table also holds the MV's hidden state columns
+    kept = rt.iceberg.load(retired).scan().to_arrow().to_pylist()
+    assert sorted(tuple(r.values())[:width] for r in kept) == old_rows
+    # ... until vacuum finds it retired longer than the MV's snapshot retention (24 hours)
+    assert not any("dropped" in line for line in vacuum(rt))
+    with rt.catalog.transaction() as s:
+        row = rt.catalog.objects.get(s, ObjectName.parse("top"))
+        row.properties = {**(row.properties or {}), "snapshot_retention_hours": "0"}
+    assert f"{retired}: dropped (replaced, retired longer than the snapshot retention)" in vacuum(rt)
+    assert not old_dir.exists() and not rt.iceberg.exists(retired)
     with rt.catalog.read() as s:
         top = rt.catalog.objects.get(s, ObjectName.parse("top"))
         runs = rt.catalog.runs.list(s, top.id)
@@ -127,6 +141,13 @@ def test_create_or_replace_statement_creates_replaces_and_keeps_the_old_mv_on_fa
     message = client.execute(f"CREATE OR REPLACE MATERIALIZED VIEW top AS {FAILING}").message
     assert message.startswith("materialized view 'top' not replaced (the old definition is kept): run ")
     assert client.refresh("top").state == "SKIPPED"  # still fresh: its version map untouched
+
+    # DROP takes the tables it replaced (kept for readers until vacuum) with it
+    top = ObjectName.parse("top")
+    assert len([t for t in client.runtime.iceberg.list_tables() if retired_at(t, top)]) == 1
+    client.sql("DROP MATERIALIZED VIEW dep")
+    client.sql("DROP MATERIALIZED VIEW top")
+    assert [t.name for t in client.runtime.iceberg.list_tables() if retired_at(t) or t.name == "top"] == []
 
 
 def test_a_refresh_started_during_the_build_refuses_the_swap(client: Any, sales: Path) -> None:
@@ -213,8 +234,15 @@ def test_a_replacement_left_behind_is_dropped(client: Any, sales: Path) -> None:
         (
             "REFRESH MATERIALIZED VIEW __smv_replace_top_0badc0de",
             InvalidNameError,
-            "invalid name '__smv_replace_top_0badc0de': names starting with '__smv_replace_' are sparkmv's hidden "
-            "replacements being built",
+            "invalid name '__smv_replace_top_0badc0de': names starting with '__smv_replace_' or '__smv_retired_' "
+            "are sparkmv's hidden tables (replacements being built, replaced tables kept until vacuum)",
+        ),
+        (
+            "DROP MATERIALIZED VIEW __smv_retired_top_20261128090507_0badc0de",
+            InvalidNameError,
+            "invalid name '__smv_retired_top_20261128090507_0badc0de': names starting with '__smv_replace_' or "
+            "'__smv_retired_' are sparkmv's hidden tables (replacements being built, replaced tables kept until "
+            "vacuum)",
         ),
     ],
 )

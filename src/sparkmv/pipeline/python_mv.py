@@ -144,36 +144,31 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
 
 def _replace_table(client: Client, name: ObjectName, df: DataFrame, schema: Any, fp: str) -> PythonRefresh:
     """Write ``df`` (Arrow ``schema``) as a new table under a hidden name and swap it in for
-    Python MV ``name`` in one catalog transaction; the old table's files are deleted after.
+    Python MV ``name`` in one catalog transaction; the old table is retired (dropped by
+    ``sparkmv vacuum`` after 24 hours).
     A write or swap that fails drops the hidden table: ``name`` is left as it was.
 
     Raises:
         StorageError: the write or the swap failed (another writer committed to ``name``).
     """
     from sparkmv.names import replacement_name
-    from sparkmv.storage.iceberg_swap import point_name_at
+    from sparkmv.storage.iceberg_swap import point_name_at, retirement
 
     store = client.runtime.iceberg
     for left in store.list_tables():  # a replacement left behind by a process that died
         if is_replacement_of(left, name):
             store.drop_table(left)
     hidden = replacement_name(name, uuid.uuid4().hex[:8])
-    old_location = store.load(name).location()
     store.create_table(hidden, schema, None)
     try:
         location = store.load(hidden).location()
         files = _write(df, warehouse.join(location, "data", f"pipeline-{uuid.uuid4().hex}"))
         store.publish(hidden, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
         with client.runtime.catalog.transaction() as s:
-            point_name_at(s, name, hidden, replaces_table=True)
+            point_name_at(s, name, hidden, replaces_table=True, retire_as=retirement(name))
     except BaseException:
         store.drop_table(hidden)
         raise
-    if not (warehouse.is_within(location, old_location) or warehouse.is_within(old_location, location)):
-        try:
-            warehouse.remove_tree(old_location)
-        except OSError:  # the swap is done; the old files are only garbage now
-            pass
     reason = "its columns changed: table replaced atomically"
     return PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name)))
 

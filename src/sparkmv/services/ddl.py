@@ -352,9 +352,11 @@ def drop_object(rt: Runtime, stmt: DropObject) -> str:
         rt.iceberg.drop_table(stmt.name)
         rt.iceberg.drop_table(ObjectName(stmt.name.namespace, stmt.name.name + "__changelog"))
     if is_mv:
+        from sparkmv.refresh.vacuum import drop_retired
         from sparkmv.services.leftovers import drop_leftovers
 
         drop_leftovers(rt, stmt.name)
+        drop_retired(rt, lambda _owner: None, stmt.name)  # its replaced tables, kept for readers
     return f"dropped '{stmt.name}'"
 
 

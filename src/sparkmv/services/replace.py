@@ -10,8 +10,10 @@ old MV's runs join its history) and pyiceberg's ``iceberg_tables`` row
 (:func:`~sparkmv.storage.iceberg_swap.point_name_at`: the name points at the new table's
 metadata), both in the one database, each a compare-and-set checked by row count. Readers
 see the old contents until that commit and the new ones after it, never no table. The old
-table's files are deleted afterwards. MVs reading the MV read it by name: their next
-refresh sees all of it changed.
+table is kept under a hidden retired name (:func:`sparkmv.names.retired_name`) so that a
+reader that opened it before the swap can finish; ``sparkmv vacuum`` drops it once retired
+longer than the MV's ``snapshot_retention_hours``, and ``DROP MATERIALIZED VIEW`` with the MV.
+MVs reading the MV read it by name: their next refresh sees all of it changed.
 
 A build that fails, or a swap refused (the old MV was refreshed, altered or dropped
 meanwhile), drops the replacement: the old MV is as it was; a failed build's run is kept
@@ -38,7 +40,6 @@ from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.services.leftovers import discard, drop_leftovers
 from sparkmv.sql.statements import CreateMaterializedView, RefreshScheme
-from sparkmv.storage import warehouse
 
 if TYPE_CHECKING:
     from sparkmv.refresh.lifecycle import ProgressCallback
@@ -102,12 +103,10 @@ def replace_materialized_view(
             return Replaced(
                 f"materialized view '{name}' {what}: run {run.run_id} {run.state}{reason}", run, False, False
             )
-        old_location = _swap(rt, name, hidden, old_id, stmt.refresh)
+        _swap(rt, name, hidden, old_id, stmt.refresh)
     except BaseException:
         discard(rt, hidden, name)
         raise
-    if old_location is not None:
-        _remove_old_files(rt, name, old_location)
     run = dataclasses.replace(run, name=name.display)
     done = "replaced" if old_id is not None else "created"
     return Replaced(f"{done} materialized view '{name}'", run, True, old_id is None)
@@ -135,17 +134,16 @@ def _replaceable(rt: Runtime, name: ObjectName) -> int | None:
     return row.id
 
 
-def _swap(rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None, scheme: RefreshScheme) -> str | None:
-    """Swap the built replacement ``hidden`` in as ``name`` in one catalog transaction;
-    the old table's location (None when there was none), whose files are now unreferenced.
+def _swap(rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None, scheme: RefreshScheme) -> None:
+    """Swap the built replacement ``hidden`` in as ``name`` in one catalog transaction; the
+    old table (if any) is retired.
 
     Raises:
         BusyError, ObjectExistsError, StorageError: the swap was refused (nothing changed).
     """
     from sparkmv.services.ddl import first_fire_time
-    from sparkmv.storage.iceberg_swap import point_name_at
+    from sparkmv.storage.iceberg_swap import point_name_at, retirement
 
-    old_location = rt.iceberg.load(name).location() if old_id is not None and rt.iceberg.exists(name) else None
     with rt.catalog.transaction() as s:
         new_id = rt.catalog.objects.get(s, hidden, ObjectKind.MATERIALIZED_VIEW).id
         rt.catalog.objects.swap_in(
@@ -158,20 +156,8 @@ def _swap(rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None,
             schedule_every_seconds=scheme.every_seconds,
             next_fire_time=first_fire_time(scheme),
         )
-        point_name_at(s, name, hidden, replaces_table=old_id is not None)
+        point_name_at(s, name, hidden, replaces_table=old_id is not None, retire_as=retirement(name))
     log.info("swapped the new definition of %s in (it was built as %s)", name, hidden)
-    return old_location
-
-
-def _remove_old_files(rt: Runtime, name: ObjectName, old_location: str) -> None:
-    """Delete the replaced table's directory (never the new table's, should they overlap)."""
-    new_location = rt.iceberg.load(name).location()
-    if warehouse.is_within(new_location, old_location) or warehouse.is_within(old_location, new_location):
-        return
-    try:
-        warehouse.remove_tree(old_location)
-    except OSError as exc:  # the swap is done; the files are only garbage now
-        log.warning("could not delete the files of the replaced %s at %s: %s", name, old_location, exc)
 
 
 def _as_run_of(run: RefreshRun, hidden: ObjectName, name: ObjectName) -> RefreshRun:

@@ -14,7 +14,7 @@ from sqlglot.errors import TokenError
 from sqlglot.tokens import Token, TokenType
 
 from sparkmv.errors import InvalidNameError, ParseError
-from sparkmv.names import REPLACEMENT_PREFIX, ObjectName, is_identifier, is_replacement
+from sparkmv.names import ObjectName, is_hidden, is_identifier
 
 
 def tokenize(sql: str) -> list[Token]:
@@ -185,10 +185,10 @@ class Cursor:
         if len(parts) > 2 or not all(is_identifier(p) for p in parts):
             # Checked per part, so a quoted `a.b` or `../x` cannot pass as a qualified name.
             raise InvalidNameError(f"invalid name {written!r}: use letters, digits and _ (optionally namespace.name)")
-        if is_replacement(parts[-1]):
+        if is_hidden(parts[-1]):
             raise InvalidNameError(
-                f"invalid name {written!r}: names starting with {REPLACEMENT_PREFIX!r} are sparkmv's "
-                "hidden replacements being built"
+                f"invalid name {written!r}: names starting with '__smv_replace_' or '__smv_retired_' are "
+                "sparkmv's hidden tables (replacements being built, replaced tables kept until vacuum)"
             )
         try:
             return ObjectName.parse(".".join(parts), allow_reserved=allow_reserved)

@@ -7,25 +7,34 @@ metadata tables. Swapping a table in is rewriting those rows: the replaced table
 deleted and the replacement's row renamed, each a compare-and-set on the metadata location
 read in the same transaction (as pyiceberg commits are), so a commit that landed in between
 makes the swap fail instead of being lost. Done in the transaction that also swaps the
-sparkmv rows, readers see the old table or the new one, never neither. No pyiceberg catalog
+sparkmv rows, readers see the old table or the new one, never neither. The replaced table's
+row is renamed to a retired name (:func:`sparkmv.names.retired_name`) rather than deleted,
+so its files stay until ``sparkmv vacuum`` drops it after the snapshot retention: a reader
+that opened the old table before the swap finishes its read (as Iceberg keeps a replaced
+table's old snapshots until they expire). No pyiceberg catalog
 call is made here: on SQLite it would wait for the lock this transaction holds.
 """
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
+
 from pyiceberg.catalog.sql import IcebergTables
-from sqlalchemy import delete, select, update
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from sparkmv.errors import ObjectExistsError, StorageError
-from sparkmv.names import ObjectName
+from sparkmv.names import ObjectName, retired_name
 from sparkmv.storage.iceberg import CATALOG_NAME
 
 
-def point_name_at(session: Session, name: ObjectName, replacement: ObjectName, replaces_table: bool) -> str | None:
+def point_name_at(
+    session: Session, name: ObjectName, replacement: ObjectName, replaces_table: bool, retire_as: ObjectName
+) -> str | None:
     """Make Iceberg table name ``name`` denote table ``replacement`` (same namespace), whose
     own name disappears; ``replaces_table``: whether ``name`` is expected to exist (its
-    table is then no longer in the catalog; its files are left to the caller).
+    table is then named ``retire_as``, hidden, with its files, until vacuum drops it).
 
     Returns:
         The metadata location ``name`` had (None when it had none).
@@ -35,7 +44,7 @@ def point_name_at(session: Session, name: ObjectName, replacement: ObjectName, r
             between this transaction's read and its write.
         ObjectExistsError: ``name`` exists though ``replaces_table`` is False.
     """
-    if name.namespace != replacement.namespace:
+    if not name.namespace == replacement.namespace == retire_as.namespace:
         raise StorageError(f"cannot swap {replacement.qualified} in as {name.qualified}: namespaces differ")
     key = (IcebergTables.catalog_name == CATALOG_NAME, IcebergTables.table_namespace == name.namespace)
     found = session.execute(
@@ -52,8 +61,9 @@ def point_name_at(session: Session, name: ObjectName, replacement: ObjectName, r
         raise ObjectExistsError(f"'{name}' was created meanwhile")
     if name.name in locations:
         gone = session.execute(
-            delete(IcebergTables)
+            update(IcebergTables)
             .where(*key, IcebergTables.table_name == name.name, _at(old_location))
+            .values(table_name=retire_as.name)
             .execution_options(synchronize_session=False)
         )
         if gone.rowcount != 1:  # type: ignore[attr-defined]
@@ -73,3 +83,8 @@ def _at(location: str | None):  # type: ignore[no-untyped-def]
     """The condition ``metadata_location`` is ``location`` (NULL-safe)."""
     column = IcebergTables.metadata_location
     return column.is_(None) if location is None else column == location
+
+
+def retirement(name: ObjectName) -> ObjectName:
+    """The retired name for the table of ``name`` replaced now (UTC, a random token)."""
+    return retired_name(name, datetime.now(UTC).replace(tzinfo=None), uuid.uuid4().hex[:8])
