@@ -187,3 +187,39 @@ def test_python_mv_whose_columns_change_is_swapped_in(
     monkeypatch.undo()
     third = run_pipeline(client, load_project(spec, lambda: client.spark))
     assert {r.state for r in third.results} == {"SKIPPED"}
+
+
+PY_PARTITIONED = PY_OLD.replace("@dp.materialized_view", '@dp.materialized_view(partition_cols=["m"])')
+
+
+def test_python_mv_partition_cols_partition_its_table(client: Any, sales: Path, tmp_path: Path) -> None:
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    spec = write_project(tmp_path / "py", {"counts.py": PY_PARTITIONED})
+    store, name = client.runtime.iceberg, ObjectName.parse("py_counts")
+    first = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert states(first) == {"py_counts": ("SUCCESS", "FULL")}
+    table = store.load(name)
+    assert store.partition_column(table) == "m"
+    files = store.data_files(table)
+    # one file per month, each holding the rows of its month only (the column kept inside)
+    assert sorted(f.partition or "" for f in files) == ["2024-01", "2024-02"]
+    expected = sorted(tuple(r) for r in client.sql("SELECT m, count(*) FROM sales GROUP BY m").collect())
+    assert _rows(client, "py_counts") == expected
+    assert {r.state for r in run_pipeline(client, load_project(spec, lambda: client.spark)).results} == {"SKIPPED"}
+
+    # partition_cols dropped: the table is replaced by an unpartitioned one, atomically
+    (spec.parent / "transformations" / "counts.py").write_text(PY_OLD)
+    second = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert second.results[0].reason == "its partition column changed: table replaced atomically"
+    assert store.partition_column(store.load(name)) is None and _rows(client, "py_counts") == expected
+
+    # a partition column the DataFrame lacks fails the dataset, naming it; the table is kept
+    (spec.parent / "transformations" / "counts.py").write_text(
+        PY_OLD.replace("@dp.materialized_view", '@dp.materialized_view(partition_cols=["month"])')
+    )
+    third = run_pipeline(client, load_project(spec, lambda: client.spark))
+    assert third.state == "FAILED" and states(third) == {"py_counts": ("FAILED", None)}
+    assert "py_counts: partition column 'month' is not a column of its DataFrame (columns: m, n)" in (
+        third.results[0].reason or ""
+    )
+    assert _rows(client, "py_counts") == expected

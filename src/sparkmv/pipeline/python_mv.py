@@ -97,11 +97,16 @@ def fingerprint(df: DataFrame, function: Any) -> tuple[str, str | None]:
     return digest.hexdigest(), untrusted
 
 
-def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function: Any, force: bool) -> PythonRefresh:
-    """Refresh Python MV ``name`` from ``df`` (the rule is in the module docstring).
+def refresh_python_mv(
+    client: Client, name: ObjectName, df: DataFrame, function: Any, force: bool, partition_by: str | None = None
+) -> PythonRefresh:
+    """Refresh Python MV ``name`` from ``df`` (the rule is in the module docstring);
+    ``partition_by``: the table's identity partition column (``partition_cols``), one file
+    per value.
 
     Raises:
-        SparkMvError: the name is taken by another sparkmv object, or the DataFrame is streaming.
+        SparkMvError: the name is taken by another sparkmv object, the DataFrame is streaming,
+            or ``partition_by`` is not one of its columns.
         StorageError: the commit failed (the table is unchanged).
     """
     store = client.runtime.iceberg
@@ -114,6 +119,11 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
         )
     from sparkmv.storage.schema import normalize_for_iceberg, spark_to_arrow
 
+    if partition_by and partition_by not in [c.lower() for c in df.columns]:
+        raise SparkMvError(
+            f"{name.display}: partition column {partition_by!r} is not a column of its DataFrame "
+            f"(columns: {', '.join(df.columns)})"
+        )
     df = normalize_for_iceberg(df)
     fp, untrusted = fingerprint(df, function)
     schema = spark_to_arrow(df.schema)
@@ -123,7 +133,9 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
         current = table.current_snapshot()
         stored = current.summary.get(FINGERPRINT_PROPERTY) if current and current.summary else None
         if table.schema().as_arrow().names != schema.names:
-            return _replace_table(client, name, df, schema, fp)
+            return _replace_table(client, name, df, schema, fp, partition_by, "its columns changed")
+        if store.partition_column(table) != partition_by:
+            return _replace_table(client, name, df, schema, fp, partition_by, "its partition column changed")
         if force:
             reason = "full refresh requested"
         elif untrusted:
@@ -135,15 +147,18 @@ def refresh_python_mv(client: Client, name: ObjectName, df: DataFrame, function:
         else:
             reason = f"an input changed (plan, code or input files); {WHY_NOT_INCREMENTAL}"
     if not store.exists(name):
-        store.create_table(name, schema, None)
+        store.create_table(name, schema, partition_by)
     table = store.load(name)
-    files = _write(df, warehouse.join(table.location(), "data", f"pipeline-{uuid.uuid4().hex}"))
+    files = _write(df, warehouse.join(table.location(), "data", f"pipeline-{uuid.uuid4().hex}"), partition_by)
     store.publish(name, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
     return PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name)))
 
 
-def _replace_table(client: Client, name: ObjectName, df: DataFrame, schema: Any, fp: str) -> PythonRefresh:
-    """Write ``df`` (Arrow ``schema``) as a new table under a hidden name and swap it in for
+def _replace_table(
+    client: Client, name: ObjectName, df: DataFrame, schema: Any, fp: str, partition_by: str | None, why: str
+) -> PythonRefresh:
+    """Write ``df`` (Arrow ``schema``, partitioned by ``partition_by``) as a new table under a
+    hidden name and swap it in for
     Python MV ``name`` in one catalog transaction; the old table is retired (dropped by
     ``sparkmv vacuum`` after 24 hours).
     A write or swap that fails drops the hidden table: ``name`` is left as it was.
@@ -159,22 +174,26 @@ def _replace_table(client: Client, name: ObjectName, df: DataFrame, schema: Any,
         if is_replacement_of(left, name):
             store.drop_table(left)
     hidden = replacement_name(name, uuid.uuid4().hex[:8])
-    store.create_table(hidden, schema, None)
+    store.create_table(hidden, schema, partition_by)
     try:
         location = store.load(hidden).location()
-        files = _write(df, warehouse.join(location, "data", f"pipeline-{uuid.uuid4().hex}"))
+        files = _write(df, warehouse.join(location, "data", f"pipeline-{uuid.uuid4().hex}"), partition_by)
         store.publish(hidden, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
         with client.runtime.catalog.transaction() as s:
             point_name_at(s, name, hidden, replaces_table=True, retire_as=retirement(name))
     except BaseException:
         store.drop_table(hidden)
         raise
-    reason = "its columns changed: table replaced atomically"
-    return PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name)))
+    return PythonRefresh("SUCCESS", "FULL", f"{why}: table replaced atomically", table_rows(store.load(name)))
 
 
-def _write(df: DataFrame, directory: str) -> list[str]:
-    """Write ``df`` as Parquet files into ``directory``; their locations."""
+def _write(df: DataFrame, directory: str, partition_by: str | None = None) -> list[str]:
+    """Write ``df`` as Parquet files into ``directory`` (one file per value of
+    ``partition_by``, the column kept inside the files); their locations."""
+    if partition_by:
+        from sparkmv.storage.files import write_staged
+
+        return sorted(write_staged(df, directory, partition_by).files)
     df.write.mode("errorifexists").parquet(warehouse.spark_path(directory))
     return sorted(f.path for f in warehouse.list_files(directory) if f.name.endswith(".parquet"))
 

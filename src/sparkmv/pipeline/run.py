@@ -281,7 +281,7 @@ def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, d
     bound: list[str] = []
     try:
         df = _call(client, project, ds, bound, done)
-        refreshed = refresh_python_mv(client, ds.name, df, ds.function, force)
+        refreshed = refresh_python_mv(client, ds.name, df, ds.function, force, ds.partition_by)
     finally:
         for view in bound:
             client.spark.catalog.dropTempView(view)
