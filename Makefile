@@ -6,9 +6,14 @@ STAMP := $(VENV)/.installed
 
 JDBC_JAR := /usr/share/java/postgresql.jar
 
-.PHONY: install jdbc ui-deps demo test test-slow mutation lint lint-imports format typecheck bench clean
+.PHONY: install jdbc ui-deps jvm-archive demo test test-slow mutation lint lint-imports format typecheck bench clean
 
-install: $(STAMP) jdbc ui-deps
+install: $(STAMP) jdbc ui-deps jvm-archive
+
+# The class-data archive of the local Spark driver JVM (a cold run loads Spark's classes from
+# it): built on this machine, once per Java runtime and Spark jars (sparkmv jvm-archive).
+jvm-archive: $(STAMP)
+	@$(BIN)/sparkmv jvm-archive --if-missing || echo "warning: no JVM archive (cold Spark starts are slower)"
 
 # The PostgreSQL JDBC driver for refreshable tables with connector 'jdbc' (and their tests):
 # Debian's package, installed only when its jar is missing (needs root or sudo).

@@ -16,7 +16,8 @@ number of shuffle partitions (adaptive execution coalesces them further). A loca
 optimizing tier spent more CPU compiling than it saved (``bench/RESULTS.md``, issue 26: a cold
 one-partition refresh 44 s -> 22 s, a full build 55 s -> 25 s on 2 busy cores); a
 ``spark.driver.extraJavaOptions`` that names ``TieredStopAtLevel`` or ``TieredCompilation``
-itself wins.
+itself wins. It also loads Spark's classes from this machine's class-data archive when one was
+built (``sparkmv jvm-archive``, :mod:`sparkmv.storage.jvm_archive`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from sparkmv.errors import StorageError
+from sparkmv.storage import jvm_archive
 from sparkmv.storage.spark_log import check_master, console_output_to, log_conf, log_path, remote_address
 
 DEFAULT_CONF: dict[str, str] = {
@@ -100,12 +102,17 @@ def get_spark(
 
 def _with_local_java_options(master: str, settings: dict[str, str]) -> dict[str, str]:
     """``settings`` with :data:`LOCAL_JAVA_OPTIONS` before the driver's Java options, for a
-    ``local`` master whose options do not choose a JIT tier themselves."""
+    ``local`` master whose options do not choose a JIT tier themselves, and the options that
+    use this machine's class-data archive when one was built for this Java and class path and
+    the options choose no archive themselves (:mod:`sparkmv.storage.jvm_archive`)."""
     options = settings.get(JAVA_OPTIONS, "")
     local = master.strip() == "local" or master.strip().startswith("local[")
-    if not local or "Tiered" in options:
+    if not local:
         return settings
-    return {**settings, JAVA_OPTIONS: f"{LOCAL_JAVA_OPTIONS} {options}".strip()}
+    ours = [jvm_archive.java_options(options, settings)]
+    if "Tiered" not in options:
+        ours.insert(0, LOCAL_JAVA_OPTIONS)
+    return {**settings, JAVA_OPTIONS: " ".join(o for o in (*ours, options) if o)}
 
 
 def is_connect(spark: SparkSession) -> bool:

@@ -18,7 +18,7 @@ without a key, or whose key column has no usable statistics, rewrites all its fi
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +26,15 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from sparkmv.analysis.lineage import Lineage
+from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.file_stats import FileRange, column_ranges
 from sparkmv.storage.iceberg import IcebergStore
-from sparkmv.storage.partition_values import canonical, sort_key
+from sparkmv.storage.partition_values import PartitionValueError, canonical, sort_key
 
+APPENDED_KINDS = frozenset({"parquet", "csv", "json", "orc", "iceberg", "delta"})
+"""Kinds of a base table whose delta (:attr:`IncrementalInput.delta`) is files appended to
+known partitions (``signed`` and ``changelog`` deltas carry retractions read elsewhere)."""
 MAX_TOUCHED_VALUES = 10_000
 """At most this many distinct touched values are collected to the driver and matched one
 by one; more are matched as their min/max range."""
@@ -127,6 +132,60 @@ def affected_partitions(
     wanted = {canonical(r[0], kind) for r in texts}
     chosen = [f for f in files if f.partition in wanted]
     return [f.path for f in chosen], sorted(wanted, key=lambda v: sort_key(v, kind)), sum(f.size_bytes for f in chosen)
+
+
+def delta_partitions(lineage: Lineage, deltas: Mapping[str, PinnedTable | None], kind: str) -> list[str] | None:
+    """The MV partitions (text of ``kind``, sorted) the delta rows of an append can touch,
+    known without a Spark job from the partitions of the appended files, or None when they
+    cannot be known so.
+
+    They are known when the MV's partition lineage is complete (every row's MV partition is
+    the image of a reference partition, no outer join) and every base table with a delta is
+    a reference table whose delta is appended files (not signed rows, not a changelog) in
+    partitions of its mapped column: a delta-rule term reads the changed table's delta rows,
+    and the MV partition of each of its rows is the mapping of that row's base partition
+    (also through a join on the partition column). The list may hold partitions to which no
+    delta row goes (every row filtered out): their MV files are then read and rewritten
+    unchanged. A NULL partition value is never assumed: None.
+
+    >>> from sparkmv.analysis.lineage import IDENTITY, PartitionMapping
+    >>> lin = Lineage({"d.t": PartitionMapping("d.t", "m", IDENTITY)}, complete=True)
+    >>> from sparkmv.sources.pinned import PinnedPartition
+    >>> delta = PinnedTable("d.t", "parquet", '{"type": "struct", "fields": []}', ["m"],
+    ...                     {"m=1995-06": PinnedPartition(["f.parquet"], "v")})
+    >>> delta_partitions(lin, {"d.t": delta, "d.u": None}, "string")
+    ['1995-06']
+    >>> delta_partitions(Lineage(lin.mappings, complete=False), {"d.t": delta}, "string") is None
+    True
+    >>> delta_partitions(lin, {"d.u": delta}, "string") is None  # not a reference table
+    True
+    """
+    if not lineage.complete:
+        return None
+    wanted: set[str] = set()
+    for table, delta in deltas.items():
+        if delta is None:
+            continue
+        mapping = lineage.mappings.get(table)
+        columns = [c.lower() for c in delta.partition_columns]
+        if mapping is None or delta.kind not in APPENDED_KINDS or mapping.base_column.lower() not in columns:
+            return None
+        for path in (path for path, part in delta.partitions.items() if part.files):
+            try:
+                value = canonical(mapping.transform.apply(delta.value(path, mapping.base_column)), kind)
+            except PartitionValueError:
+                return None
+            if value is None:
+                return None
+            wanted.add(value)
+    return sorted(wanted, key=lambda v: sort_key(v, kind))
+
+
+def partition_files(table: Any, mv_snapshot: int | None, partitions: Sequence[str]) -> tuple[list[str], int]:
+    """The paths and total bytes of the MV's data files in ``partitions`` at ``mv_snapshot``."""
+    files = IcebergStore.data_files(table, mv_snapshot) if mv_snapshot is not None else []
+    chosen = [f for f in files if f.partition in set(partitions)]
+    return [f.path for f in chosen], sum(f.size_bytes for f in chosen)
 
 
 def touched_values(rows: DataFrame, value: Column) -> Touched:

@@ -34,8 +34,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from sparkmv.analysis.signed import RETRACTED, SIGN
-from sparkmv.refresh.context import MvDefinition
-from sparkmv.refresh.incremental.affected import Affected, affected_files, affected_partitions
+from sparkmv.refresh.context import MvDefinition, lineage_of
+from sparkmv.refresh.incremental.affected import (
+    Affected,
+    affected_files,
+    affected_partitions,
+    delta_partitions,
+    partition_files,
+)
 from sparkmv.refresh.incremental.decide import IncrementalInput, mv_analysis
 from sparkmv.refresh.incremental.delta import (
     combine,
@@ -82,7 +88,20 @@ def compute_incremental(
     with staged_inputs(rt, analysis, pinned, old, delta, state) as staged:
         if staged.analysis.keyed is not None:
             return _compute_keyed(rt, mv, staged, (table, target, mv_snapshot), directory)
-        return _compute_delta_rules(rt, mv, staged, (table, target, mv_snapshot), directory)
+        known = _known_partitions(mv, pinned, inputs, table)
+        return _compute_delta_rules(rt, mv, staged, (table, target, mv_snapshot), directory, known)
+
+
+def _known_partitions(
+    mv: MvDefinition, pinned: dict[str, PinnedTable], inputs: dict[str, IncrementalInput], table: Any
+) -> list[str] | None:
+    """The MV partitions a delta-rule refresh of a partitioned MV rewrites when the appended
+    files' partitions name them (:func:`~sparkmv.refresh.incremental.affected.delta_partitions`:
+    no Spark job collects them from the delta rows); None otherwise."""
+    if mv.partition_by is None:
+        return None
+    kind = IcebergStore.partition_kind(table) or "string"
+    return delta_partitions(lineage_of(mv, pinned), {t: i.delta for t, i in inputs.items()}, kind)
 
 
 def _compute_delta_rules(
@@ -91,9 +110,12 @@ def _compute_delta_rules(
     staged: StagedInputs,
     mv_table: tuple[Any, StructType, int | None],
     directory: str,
+    known: list[str] | None = None,
 ) -> ChunkOutcome:
     """Delta rules (:mod:`sparkmv.refresh.incremental.delta`): the delta terms, merged with
-    the MV's rows of the affected partitions (appended, for an append-only projection)."""
+    the MV's rows of the affected partitions (appended, for an append-only projection). With
+    ``known`` (the affected partitions, known from the delta's files), the delta rows are
+    computed once, inside the write, instead of cached and collected first."""
     table, target, mv_snapshot = mv_table
     analysis = staged.analysis
     with delta_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views) as terms:
@@ -103,9 +125,10 @@ def _compute_delta_rules(
         if not analysis.aggregate and not terms.signed:  # an append-only projection only appends
             staged_files = write_staged(_retained(mv, rows), directory, mv.partition_by)
             return ChunkOutcome(staged_files.files, staged_files.rows, staged_files.bytes, {"replace": []})
-        rows = rows.cache()  # read twice: the affected partitions, then the merge
+        if known is None:
+            rows = rows.cache()  # read twice: the affected partitions, then the merge
         try:
-            affected = _affected(mv, rows, table, mv_snapshot, analysis.key_columns)
+            affected = _affected(mv, rows, table, mv_snapshot, analysis.key_columns, known)
             current = read_files(rt.spark, affected.files, target)
             if analysis.aggregate:
                 merged = combine(current.unionByName(rows, allowMissingColumns=True), analysis, target)
@@ -157,12 +180,22 @@ def _retained(mv: MvDefinition, rows: DataFrame) -> DataFrame:
     return rows.where(F.expr(condition))
 
 
-def _affected(mv: MvDefinition, rows: DataFrame, table: Any, mv_snapshot: int | None, keys: Sequence[str]) -> Affected:
+def _affected(
+    mv: MvDefinition,
+    rows: DataFrame,
+    table: Any,
+    mv_snapshot: int | None,
+    keys: Sequence[str],
+    known: list[str] | None = None,
+) -> Affected:
     """The MV's data files the delta ``rows`` (or touched keys) may change: of the affected
-    partitions of a partitioned MV, else those that may hold a touched key
-    (:mod:`sparkmv.refresh.incremental.affected`)."""
+    partitions of a partitioned MV (``known``, or collected from ``rows``), else those that
+    may hold a touched key (:mod:`sparkmv.refresh.incremental.affected`)."""
     if mv.partition_by is None:
         return affected_files(table, mv_snapshot, rows, keys)
+    if known is not None:
+        paths, size = partition_files(table, mv_snapshot, known)
+        return Affected(paths, size, {"replace": known})
     files, replace, size = affected_partitions(mv.partition_by, rows, table, mv_snapshot)
     return Affected(files, size, {"replace": replace})
 
