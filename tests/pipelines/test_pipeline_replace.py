@@ -163,9 +163,9 @@ def test_python_mv_whose_columns_change_is_swapped_in(
     write = python_mv._write
     seen: list[Any] = []
 
-    def watched_write(df: Any, directory: str) -> list[str]:
+    def watched_write(df: Any, directory: str, *rest: Any) -> list[str]:
         seen.append((client.table("py_counts").columns, _rows(client, "py_counts"), _hidden(client)))
-        return write(df, directory)
+        return write(df, directory, *rest)
 
     monkeypatch.setattr(python_mv, "_write", watched_write)
     (spec.parent / "transformations" / "counts.py").write_text(PY_NEW)
