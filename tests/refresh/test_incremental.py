@@ -94,6 +94,24 @@ def test_hidden_state_columns_are_not_visible(make_client: Any, tmp_path: Path) 
     assert stored == [*visible, "__smv_count", "__smv_nn_2", "__smv_sum_4", "__smv_nn_4"]
 
 
+@pytest.mark.parametrize("mode", ["FULL", "PCT"])
+def test_an_mv_never_refreshed_incrementally_keeps_no_state_columns(
+    make_client: Any, tmp_path: Path, mode: str
+) -> None:
+    # Its refresh computes exactly its query (no state aggregates: the machinery tax of
+    # issue 25).
+    client = _setup(make_client, tmp_path, mode=mode)
+    stored = [f.name for f in client.runtime.iceberg.load(ObjectName.parse("mv")).schema().fields]
+    assert stored == ["p", "k", "total", "n", "mean", "lo", "hi"]
+    assert_mv_matches(client, "mv", AGG)
+    # Made INCREMENTAL, it is maintained by recomputing the touched groups (no state needed).
+    client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'INCREMENTAL')")
+    _facts(tmp_path / "facts", "a", [("x", 5), ("z", 7), (None, None)], "f1.parquet")
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), run
+    assert_mv_matches(client, "mv", AGG)
+
+
 def test_a_removed_file_makes_auto_fall_back_with_the_reason(make_client: Any, tmp_path: Path) -> None:
     client = _setup(make_client, tmp_path, mode="AUTO")
     (tmp_path / "facts" / "p=b" / "f0.parquet").unlink()

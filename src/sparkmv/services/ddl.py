@@ -217,7 +217,13 @@ def _with_state_columns(
 ) -> pa.Schema:
     """The MV table's schema with the hidden state columns incremental refresh needs (an
     aggregate's row count, the sum and count behind AVG, non-NULL counts behind SUM), when
-    the query can be maintained incrementally.
+    the query can be maintained incrementally and the MV may be refreshed incrementally:
+    an MV with ``refresh_mode = 'FULL'`` or ``'PCT'`` keeps none, so its refresh computes
+    exactly its query (the state aggregates cost a FULL refresh of TPC-H Q1 about 15 % more
+    Spark CPU, bench/RESULTS.md "Machinery tax"). Made AUTO or INCREMENTAL later, such an
+    MV is maintained by affected-key recomputation where the query allows it
+    (:func:`~sparkmv.analysis.incremental.analyze_for_table`); query rewrite rolls its AVG
+    up only from a visible SUM and COUNT of the same argument.
 
     Raises:
         AnalysisError: ``refresh_mode = 'INCREMENTAL'`` for a query that cannot be maintained
@@ -234,7 +240,7 @@ def _with_state_columns(
                 f"materialized view '{stmt.name}' cannot use refresh_mode = 'INCREMENTAL': {analysis.reason}"
             )
         return schema
-    if not analysis.aggregate:
+    if not analysis.aggregate or MvProperties.parse(props).refresh_mode in ("FULL", "PCT"):
         return schema
     return query_schema(rt, analysis.augmented_sql)
 
@@ -284,7 +290,10 @@ def check_incremental_mode(rt: Runtime, name: ObjectName, props: dict[str, str])
     analysis = analyze_for_table(parse_query(definition), table_columns)
     reason = analysis.reason
     if reason is None and analysis.aggregate and not has_state_columns(rt.iceberg, name, analysis):
-        reason = "its table has no incremental state columns (created before incremental refresh); recreate it"
+        reason = (
+            "its table has no incremental state columns (created with refresh_mode = 'FULL' or 'PCT', "
+            "or before incremental refresh); recreate it"
+        )
     if reason is not None:
         raise AnalysisError(f"materialized view '{name}' cannot use refresh_mode = 'INCREMENTAL': {reason}")
 

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkmv.storage import warehouse
+from sparkmv.storage import footers, warehouse
 from sparkmv.storage.warehouse import Location
 
 if TYPE_CHECKING:  # pyspark and pyarrow are imported where data is written: listing files needs neither
@@ -201,18 +201,26 @@ def remove_unreferenced(candidates: Iterable[Location], referenced: Iterable[str
 
 
 def collect_staged(directory: Location) -> StagedOutput:
-    """List the Parquet files under ``directory`` with their row counts and sizes."""
+    """List the Parquet files under ``directory`` with their row counts and sizes.
+
+    The footers are read in parallel (a round trip each on an object store) and kept for
+    the publish of this process (:mod:`sparkmv.storage.footers`)."""
+    from pyiceberg.utils.concurrent import ExecutorFactory
+
     files: list[str] = []
     rows = 0
     size = 0
     found = [f for f in warehouse.list_files(directory) if f.name.endswith(".parquet")]
-    for info in sorted(found, key=lambda f: f.path.split("/")):  # by components, as pathlib sorts
-        meta = warehouse.parquet_metadata(info.path)
+    found.sort(key=lambda f: f.path.split("/"))  # by components, as pathlib sorts
+    metas = ExecutorFactory.get_or_create().map(lambda f: warehouse.parquet_metadata(f.path), found)
+    for info, meta in zip(found, metas, strict=True):
         if meta.num_rows == 0:
             continue  # Spark writes an empty file for empty input; Iceberg needs none
         rows += meta.num_rows
         size += info.size
-        files.append(warehouse.file_uri(info.path))  # unencoded: pyiceberg opens the path as is
+        uri = warehouse.file_uri(info.path)  # unencoded: pyiceberg opens the path as is
+        footers.remember(uri, info.size, meta)
+        files.append(uri)
     return StagedOutput(files, rows, size)
 
 

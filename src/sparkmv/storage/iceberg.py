@@ -38,7 +38,7 @@ from sqlalchemy import Engine
 
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
-from sparkmv.storage import iceberg_manifests, iceberg_partitions, partition_values
+from sparkmv.storage import footers, iceberg_manifests, iceberg_partitions, partition_values
 from sparkmv.storage.iceberg_partitions import PartitionInfo
 from sparkmv.storage.lazy import lazy_module
 from sparkmv.storage.warehouse import Location, catalog_uri, make_dirs, normalize, remove_tree
@@ -489,22 +489,19 @@ def _listed_files(table: Table, paths: Sequence[str], skip: set[str]) -> list[Ic
 
 
 def _data_files(table: Table, files: list[str]) -> list[IcebergDataFile]:
-    """pyiceberg data files of staged Parquet ``files``, from their footers (read in
-    parallel, as ``add_files`` does: on an object store each read is a round trip).
+    """pyiceberg data files of staged Parquet ``files``, from their footers: kept by the
+    chunk that staged them in this process, else read (in parallel, as ``add_files`` does:
+    on an object store each read is a round trip); :func:`sparkmv.storage.footers.data_file`.
 
     Raises:
         OSError: a file is missing or unreadable. ValueError: its schema does not match.
     """
-    # Imported here: pyiceberg's PyArrow FileIO loads pyarrow.dataset and pandas (about 55 MB),
-    # which readers of the catalog alone (sparkmv ui, status) need not hold.
-    from pyiceberg.io.pyarrow import parquet_file_to_data_file
-
     if len(files) != len(set(files)):
         raise ValueError("staged file paths must be unique")
     if len(files) <= 1:
-        return [parquet_file_to_data_file(table.io, table.metadata, f) for f in files]
+        return [footers.data_file(table.io, table.metadata, f) for f in files]
     executor = ExecutorFactory.get_or_create()
-    return list(executor.map(lambda f: parquet_file_to_data_file(table.io, table.metadata, f), files))
+    return list(executor.map(lambda f: footers.data_file(table.io, table.metadata, f), files))
 
 
 _OWN_PROPERTIES = ("uri", "warehouse", "type", "py-catalog-impl")

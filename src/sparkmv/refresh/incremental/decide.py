@@ -251,7 +251,10 @@ def _static_problem(rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: Ivm
     if analysis.reason is not None:
         return analysis.reason
     if analysis.aggregate and not has_state_columns(rt.iceberg, mv.name, analysis):
-        return f"MV '{mv.name}' has no incremental state columns (it was created before incremental refresh)"
+        return (
+            f"MV '{mv.name}' has no incremental state columns "
+            "(it was created with refresh_mode = 'FULL' or 'PCT', or before incremental refresh)"
+        )
     keys = {c.name for c in analysis.columns if c.role == "group"}
     if analysis.aggregate and mv.partition_by is not None and mv.partition_by.lower() not in keys:
         # A group's partition would move when its aggregate changes: only GROUP BY keys stay put.
