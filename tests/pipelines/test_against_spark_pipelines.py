@@ -4,8 +4,9 @@ an outside delete, sparkmv's run equals a fresh ``spark-pipelines run --full-ref
 
 ``spark-pipelines`` runs as a subprocess against the local Spark Connect server it starts
 (``--remote local[2]``), with a Derby Hive metastore in ``spark-defaults.conf`` (its default
-in-memory catalog forgets tables between runs). Each of its runs starts a JVM: marked ``long``
-(``make test-slow``).
+in-memory catalog forgets tables between runs). Each of its runs starts a JVM: the first run
+of both tools is in ``make test``; the whole sequence (append, delete, ``--full-refresh-all``)
+is marked ``long`` (``make test-slow``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from sparkmv.pipeline.project import load_project
 from sparkmv.pipeline.run import run_pipeline
 from tests.helpers import write_partition
 
-pytestmark = [pytest.mark.spark, pytest.mark.long]
+pytestmark = [pytest.mark.spark]
 
 BIN = Path(sys.executable).parent
 SPEC = "name: shop\nstorage: file://{storage}\nlibraries:\n  - glob:\n      include: transformations/**\n"
@@ -116,7 +117,8 @@ def work(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def test_sparkmv_gives_the_tables_spark_pipelines_gives(client: Any, work: Path) -> None:
+def _first_run(client: Any, work: Path) -> None:
+    """Both tools build the project on their copy of the data: the tables are equal."""
     register = f"CREATE TABLE sales USING parquet LOCATION '{work / 'sdp-sales'}'; MSCK REPAIR TABLE sales"
     _sdp(work, "spark-sql", "-e", register)
     client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{work / 'sparkmv-sales'}'")
@@ -125,6 +127,16 @@ def test_sparkmv_gives_the_tables_spark_pipelines_gives(client: Any, work: Path)
     assert first.state == "COMPLETED"
     for table in TABLES:
         assert _mv_rows(client, table) == _sdp_rows(work, table), table
+
+
+@pytest.mark.slow
+def test_a_first_run_gives_the_tables_spark_pipelines_gives(client: Any, work: Path) -> None:
+    _first_run(client, work)
+
+
+@pytest.mark.long
+def test_sparkmv_gives_the_tables_spark_pipelines_gives(client: Any, work: Path) -> None:
+    _first_run(client, work)
 
     # an outside append to one month and an outside delete of another month's file, in both copies
     for tool in ("sdp", "sparkmv"):
