@@ -145,16 +145,13 @@ def retired_name(name: ObjectName, at: datetime, token: str) -> ObjectName:
     return ObjectName(name.namespace, f"{RETIRED_PREFIX}{name.name[:_RETIRED_NAME_CHARS]}_{stamp}_{token}")
 
 
-def retired_at(candidate: ObjectName, name: ObjectName | None = None) -> datetime | None:
-    """When ``candidate`` was retired (UTC, naive), or None when it is not a name
-    :func:`retired_name` gives (for ``name``, when given).
+def retired_of(candidate: ObjectName) -> tuple[ObjectName, datetime] | None:
+    """The name whose replaced table ``candidate`` is (its first 90 characters) and when it
+    was retired (UTC, naive); None when ``candidate`` is not a name :func:`retired_name` gives.
 
-    >>> at = datetime(2026, 11, 28, 9, 5, 7)
-    >>> retired_at(retired_name(ObjectName("default", "sales"), at, "0a1b2c3d")) == at
-    True
-    >>> other = ObjectName("default", "__smv_retired_sales_x_20261128090507_0a1b2c3d")
-    >>> retired_at(other, ObjectName("default", "sales"))
-    >>> retired_at(ObjectName("default", "sales"))
+    >>> retired_of(ObjectName("default", "__smv_retired_my_sales_20261128090507_0a1b2c3d"))
+    (ObjectName(namespace='default', name='my_sales'), datetime.datetime(2026, 11, 28, 9, 5, 7))
+    >>> retired_of(ObjectName("default", "sales"))
     """
     if not candidate.name.startswith(RETIRED_PREFIX):
         return None
@@ -162,23 +159,29 @@ def retired_at(candidate: ObjectName, name: ObjectName | None = None) -> datetim
     owner, _, stamp = rest.rpartition("_")
     if len(token) != 8 or any(ch not in "0123456789abcdef" for ch in token):
         return None
-    if name is not None and (candidate.namespace != name.namespace or owner != name.name[:_RETIRED_NAME_CHARS]):
-        return None
     try:
-        return datetime.strptime(stamp, "%Y%m%d%H%M%S")
+        return ObjectName(candidate.namespace, owner), datetime.strptime(stamp, "%Y%m%d%H%M%S")
     except ValueError:
         return None
 
 
-def retired_owner(candidate: ObjectName) -> ObjectName:
-    """The name whose replaced table retired table ``candidate`` is (its first 90
-    characters).
+def retired_at(candidate: ObjectName, name: ObjectName | None = None) -> datetime | None:
+    """When ``candidate`` was retired (:func:`retired_of`), or None when it is not a retired
+    table (of ``name``, when given).
 
-    >>> retired_owner(ObjectName("default", "__smv_retired_my_sales_20261128090507_0a1b2c3d")).name
-    'my_sales'
+    >>> at = datetime(2026, 11, 28, 9, 5, 7)
+    >>> retired_at(retired_name(ObjectName("default", "sales"), at, "0a1b2c3d")) == at
+    True
+    >>> other = ObjectName("default", "__smv_retired_sales_x_20261128090507_0a1b2c3d")
+    >>> retired_at(other, ObjectName("default", "sales"))
     """
-    rest = candidate.name[len(RETIRED_PREFIX) :].rpartition("_")[0]
-    return ObjectName(candidate.namespace, rest.rpartition("_")[0])
+    found = retired_of(candidate)
+    if found is None:
+        return None
+    owner, at = found
+    if name is not None and owner != ObjectName(name.namespace, name.name[:_RETIRED_NAME_CHARS]):
+        return None
+    return at
 
 
 def is_hidden(name: str) -> bool:

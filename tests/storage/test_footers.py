@@ -4,15 +4,12 @@ exactly those read back from the files, and a file not kept, or changed, is read
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pyarrow.parquet as pq
-import pytest
 from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
-from sparkmv.catalog import Catalog
 from sparkmv.names import ObjectName
 from sparkmv.storage import footers
 from sparkmv.storage.files import collect_staged, write_arrow_staged
@@ -20,14 +17,6 @@ from sparkmv.storage.iceberg import IcebergStore
 from tests.storage.test_files import SCHEMA, _rows
 
 T = ObjectName("default", "t")
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[IcebergStore]:
-    url = f"sqlite:///{tmp_path}/catalog.db"
-    cat = Catalog.open(url)
-    yield IcebergStore(url, tmp_path / "warehouse", cat.db.engine)
-    cat.close()
 
 
 def _entry(data_file: Any) -> tuple[Any, ...]:

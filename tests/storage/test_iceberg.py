@@ -6,7 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import itertools
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +14,6 @@ from pyiceberg.table import Table
 from pyiceberg.table.snapshots import Operation
 from pyspark.sql import DataFrame, SparkSession
 
-from sparkmv.catalog import Catalog
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
 from sparkmv.storage.file_stats import column_ranges
@@ -30,15 +28,6 @@ T = ObjectName("default", "t")
 SCHEMA = "m string, k int, amount double, ts timestamp, d date"
 TS = dt.datetime(2024, 1, 2, 3, 4, 5, 678901)
 DAY = dt.date(2024, 1, 2)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[IcebergStore]:
-    """An IcebergStore on a fresh SQLite catalog (sharing the catalog's engine)."""
-    url = f"sqlite:///{tmp_path}/catalog.db"
-    cat = Catalog.open(url)
-    yield IcebergStore(url, tmp_path / "warehouse", cat.db.engine)
-    cat.close()
 
 
 def _df(spark: SparkSession, rows: list[tuple[Any, ...]]) -> DataFrame:

@@ -14,10 +14,12 @@ or an input that is not a file (a plan that is not deterministic, or holds drive
 ``LocalRelation``, ``LogicalRDD``): FULL. A FULL refresh writes the whole result as new Parquet
 files under the table's location and commits them in one Iceberg snapshot that replaces every
 old file: readers see the old or the new contents, never an empty or partial table. When the
-DataFrame's columns changed, the result is written to a new table under a hidden name
+DataFrame's columns or the partition column (``partition_cols``) changed, the result is
+written to a new table under a hidden name
 (:func:`sparkmv.names.replacement_name`) and swapped in by one catalog transaction
 (:func:`sparkmv.storage.iceberg_swap.point_name_at`, as ``CREATE OR REPLACE MATERIALIZED VIEW``
-swaps a SQL MV): readers see the old columns and rows, then the new ones, never no table.
+swaps a SQL MV): readers see the old table, then the new one, never no table; the old table is
+retired, not deleted (``sparkmv vacuum`` drops it after 24 hours).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.errors import SparkMvError
-from sparkmv.names import ObjectName, is_replacement_of
+from sparkmv.names import ObjectName
 from sparkmv.storage import warehouse
 
 if TYPE_CHECKING:
@@ -158,21 +160,19 @@ def _replace_table(
     client: Client, name: ObjectName, df: DataFrame, schema: Any, fp: str, partition_by: str | None, why: str
 ) -> PythonRefresh:
     """Write ``df`` (Arrow ``schema``, partitioned by ``partition_by``) as a new table under a
-    hidden name and swap it in for
-    Python MV ``name`` in one catalog transaction; the old table is retired (dropped by
-    ``sparkmv vacuum`` after 24 hours).
-    A write or swap that fails drops the hidden table: ``name`` is left as it was.
+    hidden name and swap it in for Python MV ``name`` in one catalog transaction; the old
+    table is retired (dropped by ``sparkmv vacuum`` after 24 hours). A write or swap that
+    fails drops the hidden table: ``name`` is left as it was. ``why``: the reason's head.
 
     Raises:
         StorageError: the write or the swap failed (another writer committed to ``name``).
     """
     from sparkmv.names import replacement_name
+    from sparkmv.services.leftovers import drop_leftovers
     from sparkmv.storage.iceberg_swap import point_name_at, retirement
 
     store = client.runtime.iceberg
-    for left in store.list_tables():  # a replacement left behind by a process that died
-        if is_replacement_of(left, name):
-            store.drop_table(left)
+    drop_leftovers(client.runtime, name)  # a replacement left behind by a process that died
     hidden = replacement_name(name, uuid.uuid4().hex[:8])
     store.create_table(hidden, schema, partition_by)
     try:

@@ -18,7 +18,7 @@ from datetime import timedelta
 
 from sparkmv.catalog import ObjectKind, RefreshState, RunState
 from sparkmv.catalog.clock import utcnow
-from sparkmv.names import ObjectName, retired_at, retired_owner
+from sparkmv.names import ObjectName, retired_at, retired_of
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage import warehouse
@@ -60,10 +60,10 @@ def drop_retired(
     now = utcnow()
     dropped = []
     for table in rt.iceberg.list_tables():
-        at = retired_at(table, name)
-        if at is None:
+        found = retired_of(table)
+        if found is None or (name is not None and retired_at(table, name) is None):
             continue
-        owner = retired_owner(table)
+        owner, at = found
         keep = hours(owner)
         if keep is not None and now - at < timedelta(hours=keep):
             continue
