@@ -18,7 +18,7 @@ SPARK_CONF = {
     "spark.driver.memory": "2g",
     # Test JVMs live for seconds to minutes over tiny data: the C1 compiler and the serial
     # collector halve their CPU time (measured on the cluster tests' demo check).
-    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC",
+    "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC",
     # Over tests' tiny inputs, compiling each query's generated Java (Janino) costs more than
     # running it interpreted: both off, the JVM's CPU time of tests/differential/test_stages.py
     # fell from 80 to 45 s (bench/RESULTS.md, "Test suite time"). Results are the same

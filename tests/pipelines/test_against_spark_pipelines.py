@@ -4,9 +4,8 @@ an outside delete, sparkmv's run equals a fresh ``spark-pipelines run --full-ref
 
 ``spark-pipelines`` runs as a subprocess against the local Spark Connect server it starts
 (``--remote local[2]``), with a Derby Hive metastore in ``spark-defaults.conf`` (its default
-in-memory catalog forgets tables between runs). Each of its runs starts a JVM: the first run
-of both tools is in ``make test``; the whole sequence (append, delete, ``--full-refresh-all``)
-is marked ``long`` (``make test-slow``).
+in-memory catalog forgets tables between runs). Each of its runs starts a JVM (about a minute
+for the whole sequence on 2 cores): one test, in ``make test``.
 """
 
 from __future__ import annotations
@@ -130,11 +129,6 @@ def _first_run(client: Any, work: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_first_run_gives_the_tables_spark_pipelines_gives(client: Any, work: Path) -> None:
-    _first_run(client, work)
-
-
-@pytest.mark.long
 def test_sparkmv_gives_the_tables_spark_pipelines_gives(client: Any, work: Path) -> None:
     _first_run(client, work)
 

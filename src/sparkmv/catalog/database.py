@@ -13,7 +13,7 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,28 @@ def _configure_sqlite(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN" if read_only else "BEGIN IMMEDIATE")
 
 
+_WRITES = threading.RLock()
+_guarded = False
+
+
+def guard_writes() -> None:
+    """From now on, this process's write transactions hold a process-wide lock, which
+    :func:`writes_held` takes: for fault injection's stall modes only, so that a process
+    stopping itself (SIGSTOP) never stops another thread (the lease heartbeat) inside a
+    write transaction, whose database lock would then block every other process for the
+    busy timeout (a flaky stalled-owner test)."""
+    global _guarded
+    _guarded = True
+
+
+@contextmanager
+def writes_held() -> Iterator[None]:
+    """Wait until no write transaction of this process is open, and keep new ones from
+    starting until the block exits (effective after :func:`guard_writes`)."""
+    with _WRITES:
+        yield
+
+
 class Database:
     """An engine plus session factories; ``transaction()`` is the unit of every write,
     ``read()`` of polling reads."""
@@ -100,7 +122,7 @@ class Database:
             CatalogError: when the database cannot be reached.
         """
         try:
-            with self._sessions.begin() as session:
+            with _WRITES if _guarded else nullcontext(), self._sessions.begin() as session:
                 yield session
         except OperationalError as exc:
             raise CatalogError(f"catalog database error: {exc.orig}") from exc

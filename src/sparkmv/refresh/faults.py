@@ -15,6 +15,8 @@ import os
 import signal
 from dataclasses import dataclass
 
+from sparkmv.catalog.database import guard_writes, writes_held
+
 POINTS = (
     "after_chunk_staged",
     "before_progress_recorded",
@@ -59,6 +61,8 @@ class FaultInjector:
             raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS)}")
         if mode not in MODES:
             raise ValueError(f"unknown fault mode {mode!r}; known: {', '.join(MODES)}")
+        if mode in ("stall", "stall-fail"):
+            guard_writes()
         return cls(point, int(chunk) if chunk else None, mode)
 
     def hit(self, point: str, chunk: int | None = None) -> None:
@@ -66,7 +70,8 @@ class FaultInjector:
         if self.point != point or (self.chunk is not None and chunk != self.chunk):
             return
         if self.mode in ("stall", "stall-fail"):
-            os.kill(os.getpid(), signal.SIGSTOP)
+            with writes_held():  # never stop the lease heartbeat inside a transaction
+                os.kill(os.getpid(), signal.SIGSTOP)
             if self.mode == "stall-fail":
                 raise InjectedFailure(f"injected failure at {point} after a stall")
             return

@@ -12,10 +12,10 @@ Defaults: Spark's log to a file under the home, no console progress bars (sparkm
 timestamps as ``TIMESTAMP_MICROS`` (Iceberg has no INT96), session time zone UTC, a small
 number of shuffle partitions (adaptive execution coalesces them further). A local driver JVM
 (``local[*]``: it also runs the tasks) compiles with the JIT's first tier only
-(``-XX:TieredStopAtLevel=1``, :data:`LOCAL_JAVA_OPTIONS`): a CLI process is short-lived, and the
-optimizing tier spent more CPU compiling than it saved (``bench/RESULTS.md``, issue 26: a cold
-one-partition refresh 44 s -> 22 s, a full build 55 s -> 25 s on 2 busy cores); a
-``spark.driver.extraJavaOptions`` that names ``TieredStopAtLevel`` or ``TieredCompilation``
+(``-XX:TieredStopAtLevel=1``, with the default code cache size, :data:`LOCAL_JAVA_OPTIONS`):
+a CLI process is short-lived, and the optimizing tier spent more CPU compiling than it saved
+(``bench/RESULTS.md``, issue 26: a cold one-partition refresh 44 s -> 22 s, a full build 55 s -> 25 s on 2 busy cores);
+a ``spark.driver.extraJavaOptions`` that names ``TieredStopAtLevel`` or ``TieredCompilation``
 itself wins. It also loads Spark's classes from this machine's class-data archive when one was
 built (``sparkmv jvm-archive``, :mod:`sparkmv.storage.jvm_archive`).
 """
@@ -51,8 +51,12 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.hadoop.parquet.hadoop.vectored.io.enabled": "false",
 }
 
-LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
-"""Java options of a local driver JVM, before the user's own (see the module docstring)."""
+LOCAL_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+"""Java options of a local driver JVM, before the user's own (see the module docstring). With
+the first tier only, Java 17 sizes the code cache for a client VM (48 MiB, against 240 MiB by
+default); a long process filled it (seen here in a benchmark's process after 44 s: "CodeCache
+is full. Compiler has been disabled."), and from then on new code runs interpreted. So the
+default size is asked for again."""
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 _lock = threading.Lock()
