@@ -77,7 +77,7 @@ PHASES = [
     ("sparkmv.refresh.incremental.decide", "plan_input", " planner input (lineage, versions)"),
     ("sparkmv.refresh.incremental.decide", "incremental_candidate", " INCREMENTAL candidate (change, estimate)"),
     ("sparkmv.refresh.jobs.incremental", "compute_incremental", "compute (INCREMENTAL)"),
-    ("sparkmv.refresh.jobs.incremental", "analyze_incremental", " analyze the query (sqlglot)"),
+    ("sparkmv.refresh.jobs.incremental", "mv_analysis", " analyze the query (sqlglot)"),
     ("sparkmv.refresh.jobs.incremental", "delta_terms", " delta terms: views over old/new/delta files"),
     ("sparkmv.refresh.jobs.incremental", "_affected", " delta computed + affected MV partitions/files found"),
     ("sparkmv.refresh.jobs.incremental", "write_staged", " merge + write staged files"),
