@@ -17,7 +17,8 @@ SPARK_CONF = {
     "spark.default.parallelism": "2",
     "spark.driver.memory": "2g",
     # Test JVMs live for seconds to minutes over tiny data: the C1 compiler and the serial
-    # collector halve their CPU time (measured on the cluster tests' demo check).
+    # collector halve their CPU time (measured on the cluster tests' demo check). C1 alone
+    # sizes the code cache at 48 MiB, which a long session can fill: ask for Java's default.
     "spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m -XX:+UseSerialGC",
     # Over tests' tiny inputs, compiling each query's generated Java (Janino) costs more than
     # running it interpreted: both off, the JVM's CPU time of tests/differential/test_stages.py

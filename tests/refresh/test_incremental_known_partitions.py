@@ -83,6 +83,20 @@ JOIN_AGG = (
 )
 
 
+def _built_mv(make_client: Any, home: Path, query: str, **tables: Path) -> Any:
+    """A client whose strict INCREMENTAL MV ``mv`` (``PARTITION BY p``) over the external
+    Parquet ``tables`` (name -> directory) was built by its first (FULL) refresh."""
+    client = make_client(home)
+    for name, directory in tables.items():
+        client.sql(f"CREATE EXTERNAL TABLE {name} USING parquet LOCATION '{directory}'")
+    client.sql(
+        "CREATE MATERIALIZED VIEW mv PARTITION BY p REFRESH DEFERRED "
+        f"PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}"
+    )
+    assert client.refresh("mv").mode == "FULL"
+    return client
+
+
 class _Collects:
     """Counts the calls of the Spark-job path (``affected_partitions``)."""
 
@@ -104,13 +118,7 @@ def test_appends_to_reference_partitions_need_no_collect(
     data = tmp_path / "facts"
     _facts(data, "a", [("x", 5), ("y", 7), ("x", 1)], "f0.parquet")
     _facts(data, "b", [("x", 10)], "f0.parquet")
-    client = make_client(tmp_path / "home")
-    client.sql(f"CREATE EXTERNAL TABLE facts USING parquet LOCATION '{data}'")
-    client.sql(
-        "CREATE MATERIALIZED VIEW mv PARTITION BY p REFRESH DEFERRED "
-        f"PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {AGG}"
-    )
-    assert client.refresh("mv").mode == "FULL"
+    client = _built_mv(make_client, tmp_path / "home", AGG, facts=data)
     collects = _Collects(monkeypatch)
     # One partition changed, one new partition, and one whose new rows the WHERE drops (its
     # MV partition is read and rewritten as it was).
@@ -135,14 +143,7 @@ def test_a_change_of_a_non_reference_table_collects_the_partitions(
     data = tmp_path / "facts"
     _facts(data, "a", [("x", 5), ("y", 7), ("z", 1)], "f0.parquet")
     _facts(data, "b", [("x", 10)], "f0.parquet")
-    client = make_client(tmp_path / "home")
-    client.sql(f"CREATE EXTERNAL TABLE dims USING parquet LOCATION '{dims}'")
-    client.sql(f"CREATE EXTERNAL TABLE facts USING parquet LOCATION '{data}'")
-    client.sql(
-        "CREATE MATERIALIZED VIEW mv PARTITION BY p REFRESH DEFERRED "
-        f"PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {JOIN_AGG}"
-    )
-    assert client.refresh("mv").mode == "FULL"
+    client = _built_mv(make_client, tmp_path / "home", JOIN_AGG, dims=dims, facts=data)
     collects = _Collects(monkeypatch)
     pq.write_table(pa.table({"k": ["z"], "label": ["zed"]}), dims / "d1.parquet")
     _facts(data, "b", [("z", 2)], "f1.parquet")

@@ -29,6 +29,8 @@ POINTS = (
 )
 
 MODES = ("exit", "kill", "stall", "stall-fail")
+STALL_MODES = ("stall", "stall-fail")
+"""Modes that stop the process (SIGSTOP) instead of ending it."""
 
 
 class InjectedFailure(RuntimeError):
@@ -61,7 +63,7 @@ class FaultInjector:
             raise ValueError(f"unknown fault point {point!r}; known: {', '.join(POINTS)}")
         if mode not in MODES:
             raise ValueError(f"unknown fault mode {mode!r}; known: {', '.join(MODES)}")
-        if mode in ("stall", "stall-fail"):
+        if mode in STALL_MODES:
             guard_writes()
         return cls(point, int(chunk) if chunk else None, mode)
 
@@ -69,7 +71,7 @@ class FaultInjector:
         """Die here when configured for ``point`` (and ``chunk``)."""
         if self.point != point or (self.chunk is not None and chunk != self.chunk):
             return
-        if self.mode in ("stall", "stall-fail"):
+        if self.mode in STALL_MODES:
             with writes_held():  # never stop the lease heartbeat inside a transaction
                 os.kill(os.getpid(), signal.SIGSTOP)
             if self.mode == "stall-fail":
