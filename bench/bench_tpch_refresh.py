@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import json
 import os
 import platform
 import random
@@ -269,6 +270,7 @@ def refresh_all(client: Any, queries: dict[str, str], twins: set[str] | None = N
             "why": _why_not_incremental(run),
             "estimate_bytes": run.estimate_bytes,
             "bytes_read": run.bytes_read,
+            "estimates": {c["mode"]: c["estimate_bytes"] for c in run.candidates if c["eligible"]},
         }
         print(
             f"  {mv}: {figures['technique']} {seconds:.2f} s, {rows} rows, exact {ok}; FULL {full_seconds:.2f} s "
@@ -424,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch", help="generated tables are cached here")
     parser.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     parser.add_argument("--queries", help="only these MVs, comma-separated (e.g. q4,q18)")
+    parser.add_argument("--figures", type=Path, help="also write the raw figures here as JSON (for calibration)")
     parser.add_argument(
         "--rf2", choices=("merge-on-read", "copy-on-write"), default="merge-on-read", help="how RF2 deletes"
     )
@@ -433,6 +436,8 @@ def main(argv: list[str] | None = None) -> int:
         figures = run(args.sf, args.data.resolve(), Path(tmp), only, args.rf2)
     entry = report(figures)
     print(entry)
+    if args.figures:
+        args.figures.write_text(json.dumps(figures, indent=1, default=str))
     if not args.no_write:
         write_results(entry, SECTION)
     return 0 if ok(figures) else 1

@@ -277,3 +277,31 @@ def test_an_unclustered_join_column_is_not_reduced(
     world.append("cust", [(50, "c-50"), (51, "c-51")])
     _check(client, world)
     assert seen == {"default.cust": ["default.orders"]}, seen
+
+
+@pytest.mark.spark
+def test_an_unclustered_column_read_new_is_reduced_to_the_files_holding_the_new_keys(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """TPC-H RF1's shape: ``items.ok`` is spread over every file (each holds keys from the
+    whole range), and the orders term reads items at its new position, which holds the
+    appended items of the new orders. The new keys lie above every old file's range, so
+    the term is reduced, by the range of the new orders' keys from their manifests (no
+    Spark job collects them), and reads only the new items file; exact."""
+    client = make_client(tmp_path / "home")
+    world = World(client)
+    world.append("cust", [(k, f"c{k % 6}") for k in range(40)])
+    world.append("orders", [(k, k % 40, k) for k in range(8000)])
+    for r in range(4):  # four files of items, each with keys from all of 0..7999
+        world.append("items", [(k, k % 5) for k in range(r, 8000, 4)])
+    client.sql(f"CREATE MATERIALIZED VIEW mv REFRESH DEFERRED PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {QUERY}")
+    assert client.refresh("mv").mode == "FULL"
+    terms: list[Any] = []
+    term = delta.Views.term
+    monkeypatch.setattr(delta.Views, "term", lambda self, *a: terms.append(term(self, *a)) or terms[-1])
+    world.orders(8000, 8020)  # one new file each of orders and items, keys 8000..8019
+    caplog.set_level("INFO", logger="sparkmv.refresh")
+    _check(client, world)
+    assert _scan_rows(terms[-1], "items") == 40  # the new file's rows, not the 8,000 old ones
+    reduced = [r.getMessage() for r in caplog.records if "semi-join reduction" in r.getMessage()]
+    assert "semi-join reduction: term of 'default.orders': 'default.items' ok BETWEEN min and max of ok" in reduced

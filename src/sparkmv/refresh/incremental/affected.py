@@ -189,16 +189,22 @@ def partition_files(table: Any, mv_snapshot: int | None, partitions: Sequence[st
 
 
 def touched_values(rows: DataFrame, value: Column) -> Touched:
-    """The distinct values of ``value`` over ``rows``: collected when at most
-    :data:`MAX_TOUCHED_VALUES`, else their min/max and whether one is NULL (one more job)."""
-    found = [r[0] for r in rows.select(value.alias("k")).distinct().limit(MAX_TOUCHED_VALUES + 1).collect()]
-    if len(found) <= MAX_TOUCHED_VALUES:
-        values = sorted(v for v in found if v is not None)
-        return Touched(values, (values[0], values[-1]) if values else None, any(v is None for v in found))
+    """The distinct values of ``value`` over ``rows``: their min/max, whether one is NULL
+    and about how many there are (one job over every partition of ``rows`` at once), then
+    the values themselves when about at most :data:`MAX_TOUCHED_VALUES` (a second job).
+
+    Not ``distinct().limit(n)``: Spark runs a limit as jobs over 1, 4, 16, ... partitions
+    in turn, which for the union of a join's delta terms was 11 jobs and ~5 s at TPC-H
+    SF 1 (Q10 after RF1, bench/RESULTS.md, issue 24)."""
     k = F.col("k")
-    row = rows.select(value.alias("k")).agg(F.min(k), F.max(k), F.max(k.isNull().cast("int"))).first()
+    keys = rows.select(value.alias("k"))
+    row = keys.agg(F.min(k), F.max(k), F.max(k.isNull().cast("int")), F.approx_count_distinct(k)).first()
     assert row is not None
-    return Touched(None, (row[0], row[1]) if row[0] is not None else None, bool(row[2]))
+    span = (row[0], row[1]) if row[0] is not None else None
+    if row[3] > MAX_TOUCHED_VALUES:
+        return Touched(None, span, bool(row[2]))
+    values = sorted(r[0] for r in keys.where(k.isNotNull()).distinct().collect())
+    return Touched(values, span, bool(row[2]))
 
 
 def _column(rows: DataFrame, name: str) -> str | None:

@@ -45,7 +45,7 @@ from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, o
 from sparkmv.analysis.query import bind_occurrences, bind_tables, parse_query, table_occurrences
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.pruned import iceberg_table, prunes
+from sparkmv.refresh.incremental.pruned import iceberg_table, known_range, prunes
 from sparkmv.refresh.incremental.semijoin import Reducer
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -202,8 +202,12 @@ class Views:
             for t, (role, src) in roles.items()
         }
         pinned = {t: src for t, (_, src) in roles.items() if sizes.get(t) is not None}
-        skips = functools.partial(prunes, functools.partial(iceberg_table, self.rt), pinned, delta[changed])
-        for table, (text, cond) in self.reducer.conditions(query, changed, frames, known, sizes, skips).items():
+        load = functools.partial(iceberg_table, self.rt)
+        skips = functools.partial(prunes, load, pinned, delta[changed])
+        # An inner stage's delta is a frame of its own: its values are collected.
+        ranges = None if (changed, "delta") in self.frames else functools.partial(known_range, load, delta[changed])
+        conditions = self.reducer.conditions(query, changed, frames, known, sizes, skips, ranges)
+        for table, (text, cond) in conditions.items():
             role, source = roles[table]
             views[ObjectName.parse(table, allow_reserved=True)] = self.filtered(
                 table, role, source, f"{text} of '{changed}'", cond
@@ -368,7 +372,7 @@ def key_filter(
     # Named apart from every column a query or an inner stage makes (a stage's keys are
     # __smv_k0, ...): a semi-join on a same-named column would be ambiguous.
     renamed = keys.select(*[F.col(_q(c)).alias(f"{_KEY_PREFIX}{i}") for i, c in enumerate(keys.columns)])
-    found = renamed.limit(KEYS_INLINE + 1).collect()
+    found = first_rows(renamed, KEYS_INLINE + 1)
     if not found:
         return None
     types = {f.name.lower(): f.dataType for f in fresh.schema.fields}
@@ -384,6 +388,13 @@ def key_filter(
         return (frame if within is None else frame.where(within)).join(renamed, on=cond, how="left_semi")
 
     return restrict
+
+
+def first_rows(frame: DataFrame, n: int) -> list[tuple[Any, ...]]:
+    """Up to ``n`` rows of ``frame`` as tuples, in one Spark job: ``limit(n).collect()``
+    runs as jobs over 1, 4, 16, ... partitions in turn (Spark's ``executeTake``), while
+    the Arrow collect of a limit gathers it into one partition at once."""
+    return [tuple(r.values()) for r in frame.limit(n).toArrow().to_pylist()]
 
 
 def key_range(keys: DataFrame, names: Sequence[str], types: dict[str, Any]) -> Column | None:

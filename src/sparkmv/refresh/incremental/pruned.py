@@ -283,4 +283,39 @@ def prunes(
     appended = appended_range(change, source, load) if change.kind == "iceberg" else None
     if appended is None:
         return False
-    return appended == () or appended[1] < layout[1] or appended[0] > layout[2]
+    if appended == () or appended[1] < layout[1] or appended[0] > layout[2]:
+        return True
+    # The range overlaps the table's, which may hold the appended files themselves (the
+    # term reads it at its new position: TPC-H RF1's lineitem holds the new orders' rows):
+    # reduce when the files whose bounds overlap the range are at most UNCLUSTERED of it.
+    within = overlapping_bytes(load, target, column, appended)
+    return within is not None and within <= UNCLUSTERED * sum(p.bytes for p in target.partitions.values())
+
+
+def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...]) -> int | None:
+    """Bytes of ``pinned``'s files whose bounds of ``column`` overlap ``bounds`` (min, max),
+    from its manifests (:func:`bytes_within`, once per snapshot, column and bounds); None
+    when not an Iceberg table or on an error reading its manifests."""
+
+    def compute() -> int | None:
+        try:
+            table = load(pinned)
+            return None if table is None else bytes_within(table, pinned.snapshot_id, [(column, bounds)])
+        except Exception:
+            return None
+
+    key = ("overlap", pinned.name, pinned.snapshot_id, column.lower(), bounds)
+    return cached(key, compute)  # type: ignore[no-any-return]
+
+
+def known_range(load: Loader, change: PinnedTable, column: str, kind: object) -> tuple[Any, ...] | None:
+    """(min, max) of an integer ``column`` (Spark JSON type ``kind``) over an Iceberg
+    append's files (``change``), from their manifests (``()``: NULLs only), so a semi-join
+    reduction filters by it without a Spark job collecting the delta's values; None for
+    another kind of change or type, or when unknown. Beyond
+    ``spark.sql.parquet.pushdown.inFilterThreshold`` (10) values Spark pushes an IN list
+    into the Parquet scan as its min/max range anyway, so the range skips the same row
+    groups."""
+    if change.kind != "iceberg" or kind not in ("long", "integer", "short", "byte"):
+        return None
+    return appended_range(change, column, load)

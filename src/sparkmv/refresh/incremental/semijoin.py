@@ -68,14 +68,18 @@ class Reducer:
         delta_rows: int | None,
         sizes: Mapping[str, int | None] | None = None,
         skips: Callable[[str, str, str], bool] | None = None,
+        ranges: Callable[[str, object], tuple[object, ...] | None] | None = None,
     ) -> dict[str, tuple[str, Column]]:
         """Base table (qualified) -> (a text naming the filter, the filter) of the term of
         ``changed`` in ``query``; ``frames``: every base table's frame as the term reads
         it (``changed``: its delta); ``sizes``: their bytes where known (a table of at most
         :data:`MIN_TARGET_BYTES` is not reduced); ``skips(table, column, source)``: False
         when a filter of the table's column by the delta's ``source`` values cannot skip a
-        file (:func:`~sparkmv.refresh.incremental.pruned.prunes`), so it is not reduced. Empty when
-        nothing can be reduced."""
+        file (:func:`~sparkmv.refresh.incremental.pruned.prunes`), so it is not reduced;
+        ``ranges(source, type)``: the (min, max) of the delta's ``source`` column when known
+        without a Spark job (``()``: NULLs only; :func:`~sparkmv.refresh.incremental.pruned.known_range`),
+        used as the filter's range instead of collecting the values. Empty when nothing can
+        be reduced."""
         if not ENABLED or (delta_rows is not None and delta_rows > MAX_DELTA_ROWS):
             return {}
         names = {ObjectName.parse(t, allow_reserved=True): t for t in frames}
@@ -91,7 +95,13 @@ class Reducer:
         ]
         if not found:
             return {}
-        values = self._collect(changed, sorted({r.source for r in found}), frames[changed])
+        sources = sorted({r.source for r in found})
+        for source in sources:
+            if ranges is not None and (changed, source) not in self.values:
+                known = ranges(source, columns[changed_name][source])
+                if known is not None:
+                    self.values[(changed, source)] = ("range", list(known)) if known else ("in", [])
+        values = self._collect(changed, sources, frames[changed])
         out: dict[str, tuple[str, Column]] = {}
         for r in found:
             table = names[r.target]
