@@ -45,7 +45,7 @@ from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, o
 from sparkmv.analysis.query import bind_occurrences, bind_tables, parse_query, table_occurrences
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.pruned import iceberg_table, known_range, prunes
+from sparkmv.refresh.incremental.pruned import files_within, iceberg_table, known_range, prunes
 from sparkmv.refresh.incremental.semijoin import Reducer
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -207,12 +207,14 @@ class Views:
         # An inner stage's delta is a frame of its own: its values are collected.
         ranges = None if (changed, "delta") in self.frames else functools.partial(known_range, load, delta[changed])
         conditions = self.reducer.conditions(query, changed, frames, known, sizes, skips, ranges)
-        for table, (text, cond) in conditions.items():
+        for table, reduced in conditions.items():
             role, source = roles[table]
+            if sizes.get(table) is not None:  # a base table (not an inner stage): read only the files that may match
+                source = files_within(load, source, reduced.bounds)
             views[ObjectName.parse(table, allow_reserved=True)] = self.filtered(
-                table, role, source, f"{text} of '{changed}'", cond
+                table, role, source, f"{reduced.text} of '{changed}'", reduced.cond
             )
-            self.reduced.append(f"term of '{changed}': '{table}' {text}")
+            self.reduced.append(f"term of '{changed}': '{table}' {reduced.text}")
             log.info("semi-join reduction: %s", self.reduced[-1])
         if occurrence is None:
             return self.rt.spark.sql(bind_tables(query, views))

@@ -14,7 +14,7 @@ or a file carries no bounds, or the change is signed, the whole table is counted
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from pyiceberg.conversions import from_bytes
@@ -115,14 +115,55 @@ def column_types(pinned: dict[str, PinnedTable]) -> dict[ObjectName, dict[str, A
     }
 
 
-def bytes_within(target: Table, snapshot_id: int | None, ranges: list[tuple[str, tuple[Any, ...]]]) -> int:
-    """Bytes of ``target``'s files (at ``snapshot_id``) whose bounds overlap every
-    ``(column, (min, max))`` of ``ranges``, from the manifests (no data read)."""
+def _overlapping(target: Table, ranges: list[tuple[str, tuple[Any, ...]]]) -> BooleanExpression:
+    """The filter "every ``(column, (min, max))`` of ``ranges`` holds", against which a
+    scan plan keeps the files whose bounds overlap them."""
     cond: BooleanExpression = AlwaysTrue()
     for column, (low, high) in ranges:
         name = target.schema().find_field(column, case_sensitive=False).name
         cond = And(cond, And(GreaterThanOrEqual(name, low), LessThanOrEqual(name, high)))  # type: ignore[call-arg, arg-type]
-    return sum(t.file.file_size_in_bytes for t in target.scan(row_filter=cond, snapshot_id=snapshot_id).plan_files())
+    return cond
+
+
+def bytes_within(target: Table, snapshot_id: int | None, ranges: list[tuple[str, tuple[Any, ...]]]) -> int:
+    """Bytes of ``target``'s files (at ``snapshot_id``) whose bounds overlap every
+    ``(column, (min, max))`` of ``ranges``, from the manifests (no data read)."""
+    scan = target.scan(row_filter=_overlapping(target, ranges), snapshot_id=snapshot_id)
+    return sum(t.file.file_size_in_bytes for t in scan.plan_files())
+
+
+def files_within(load: Loader, pinned: PinnedTable, ranges: list[tuple[str, tuple[Any, ...]]]) -> PinnedTable:
+    """``pinned`` (an Iceberg base table) with only the data files whose bounds overlap
+    every ``(column, (min, max))`` of ``ranges`` (a semi-join reduction's integer columns),
+    so Spark does not open the others only to skip their row groups (TPC-H RF1 at SF 1:
+    170 files of ``lineitem`` opened for 3,149 rows). Exact: a file outside a range holds
+    no row the reduction's filter keeps. Partitions with delete files are kept whole (their
+    deletes are matched to each of their files). ``pinned`` unchanged when there is nothing
+    to prune by, it is not Iceberg, its file lists are not stored, or its snapshot's
+    manifests do not list exactly its files (expired, or spelled otherwise)."""
+    ranges = [(c, b) for c, b in ranges if b != ()]  # an empty range is a FALSE filter: Spark reads nothing
+    parts = pinned.partitions
+    if not ranges or pinned.snapshot_id is None or any(not p.files for p in parts.values()):
+        return pinned
+
+    def compute() -> frozenset[str] | None:
+        try:
+            table = load(pinned)
+            if table is None:
+                return None
+            every = {t.file.file_path for t in table.scan(snapshot_id=pinned.snapshot_id).plan_files()}
+            if every != {f for p in parts.values() for f in p.files}:
+                return None
+            scan = table.scan(row_filter=_overlapping(table, ranges), snapshot_id=pinned.snapshot_id)
+            return frozenset(t.file.file_path for t in scan.plan_files())
+        except Exception:
+            return None
+
+    keep = cached(("within", pinned.name, pinned.snapshot_id, tuple(ranges)), compute)
+    if keep is None:
+        return pinned
+    kept = {k: p if p.delete_files else replace(p, files=[f for f in p.files if f in keep]) for k, p in parts.items()}
+    return replace(pinned, partitions={k: p for k, p in kept.items() if p.files})
 
 
 def _pruned(change: BaseChange, other: PinnedTable, found: list[Reduction], load: Loader) -> int | None:

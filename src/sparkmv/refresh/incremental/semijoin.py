@@ -24,6 +24,8 @@ the Spark job collecting the delta's values costs).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -53,6 +55,27 @@ def column_types(frame: DataFrame) -> dict[str, object]:
     return {f.name.lower(): f.dataType.jsonValue() for f in frame.schema.fields}
 
 
+@dataclass(frozen=True)
+class Reduced:
+    """The filter of one base table in one delta term.
+
+    Attributes:
+        text: names the filter (for the run's log).
+        cond: the filter.
+        bounds: ``(column, (min, max))`` of each integer column it filters (``()``: no
+            value can match), which the table's files' bounds must overlap to hold a
+            matching row (:func:`~sparkmv.refresh.incremental.pruned.files_within`).
+    """
+
+    text: str
+    cond: Column
+    bounds: list[tuple[str, tuple[Any, ...]]]
+
+
+def _integer(kind: object) -> bool:
+    return kind in ("long", "integer", "short", "byte")
+
+
 class Reducer:
     """The reductions of one run's delta terms; the delta values of each (table, column)
     are collected once."""
@@ -69,8 +92,8 @@ class Reducer:
         sizes: Mapping[str, int | None] | None = None,
         skips: Callable[[str, str, str], bool] | None = None,
         ranges: Callable[[str, object], tuple[object, ...] | None] | None = None,
-    ) -> dict[str, tuple[str, Column]]:
-        """Base table (qualified) -> (a text naming the filter, the filter) of the term of
+    ) -> dict[str, Reduced]:
+        """Base table (qualified) -> the :class:`Reduced` filter of the term of
         ``changed`` in ``query``; ``frames``: every base table's frame as the term reads
         it (``changed``: its delta); ``sizes``: their bytes where known (a table of at most
         :data:`MIN_TARGET_BYTES` is not reduced); ``skips(table, column, source)``: False
@@ -102,13 +125,15 @@ class Reducer:
                 if known is not None:
                     self.values[(changed, source)] = ("range", list(known)) if known else ("in", [])
         values = self._collect(changed, sources, frames[changed])
-        out: dict[str, tuple[str, Column]] = {}
+        out: dict[str, Reduced] = {}
         for r in found:
             table = names[r.target]
             text, cond = _condition(r, *values[r.source])
+            got = values[r.source][1]
+            bounds = [(r.column, (got[0], got[-1]) if got else ())] if _integer(columns[r.target][r.column]) else []
             if table in out:
-                text, cond = f"{out[table][0]} AND {text}", out[table][1] & cond
-            out[table] = (text, cond)
+                text, cond, bounds = f"{out[table].text} AND {text}", out[table].cond & cond, out[table].bounds + bounds
+            out[table] = Reduced(text, cond, bounds)
         return out
 
     def _collect(self, table: str, columns: list[str], delta: DataFrame) -> dict[str, tuple[str, list[object]]]:
