@@ -35,6 +35,10 @@ from sparkmv.analysis.query import table_name
 from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName
 
+INTEGER_TYPES = frozenset({"long", "integer", "short", "byte"})
+"""Spark JSON types of a join column whose values and Iceberg bounds compare exactly as Python
+ints: a reduction by one of them prunes the target's files by its range (the refresh layer's
+``pruned.known_range`` and ``pruned.files_within``)."""
 INNER_KINDS = ("", "INNER", "CROSS")
 """Join kinds (sqlglot's ``kind``, with no ``side``) a reduction may cross."""
 

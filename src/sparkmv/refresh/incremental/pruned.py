@@ -24,7 +24,7 @@ from pyiceberg.types import PrimitiveType
 
 from sparkmv.analysis.incremental import IvmAnalysis, branches_reading
 from sparkmv.analysis.query import parse_query
-from sparkmv.analysis.semijoin import Reduction, reductions
+from sparkmv.analysis.semijoin import INTEGER_TYPES, Reduction, reductions
 from sparkmv.names import ObjectName
 from sparkmv.sources.changes import APPEND, BaseChange
 from sparkmv.sources.pinned import PinnedTable
@@ -146,13 +146,22 @@ def files_within(load: Loader, pinned: PinnedTable, ranges: list[tuple[str, tupl
     if not ranges or pinned.snapshot_id is None or any(not p.files for p in parts.values()):
         return pinned
 
+    def listed() -> frozenset[str] | None:
+        try:
+            table = load(pinned)
+            scan = None if table is None else table.scan(snapshot_id=pinned.snapshot_id)
+            return None if scan is None else frozenset(t.file.file_path for t in scan.plan_files())
+        except Exception:
+            return None
+
     def compute() -> frozenset[str] | None:
+        # Once per snapshot (not per range): do its manifests list exactly the pinned files?
+        every = cached(("files", pinned.name, pinned.snapshot_id), listed)
+        if every is None or every != {f for p in parts.values() for f in p.files}:
+            return None
         try:
             table = load(pinned)
             if table is None:
-                return None
-            every = {t.file.file_path for t in table.scan(snapshot_id=pinned.snapshot_id).plan_files()}
-            if every != {f for p in parts.values() for f in p.files}:
                 return None
             scan = table.scan(row_filter=_overlapping(table, ranges), snapshot_id=pinned.snapshot_id)
             return frozenset(t.file.file_path for t in scan.plan_files())
@@ -330,7 +339,7 @@ def prunes(
     # term reads it at its new position: TPC-H RF1's lineitem holds the new orders' rows):
     # reduce when the files whose bounds overlap the range are at most UNCLUSTERED of it.
     within = overlapping_bytes(load, target, column, appended)
-    return within is not None and within <= UNCLUSTERED * sum(p.bytes for p in target.partitions.values())
+    return within is not None and within <= UNCLUSTERED * _bytes(target)
 
 
 def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...]) -> int | None:
@@ -357,6 +366,6 @@ def known_range(load: Loader, change: PinnedTable, column: str, kind: object) ->
     ``spark.sql.parquet.pushdown.inFilterThreshold`` (10) values Spark pushes an IN list
     into the Parquet scan as its min/max range anyway, so the range skips the same row
     groups."""
-    if change.kind != "iceberg" or kind not in ("long", "integer", "short", "byte"):
+    if change.kind != "iceberg" or kind not in INTEGER_TYPES:
         return None
     return appended_range(change, column, load)

@@ -31,7 +31,7 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from sparkmv.analysis.semijoin import Reduction, reductions
+from sparkmv.analysis.semijoin import INTEGER_TYPES, Reduction, reductions
 from sparkmv.names import ObjectName
 
 MAX_IN_VALUES = 1000
@@ -70,10 +70,6 @@ class Reduced:
     text: str
     cond: Column
     bounds: list[tuple[str, tuple[Any, ...]]]
-
-
-def _integer(kind: object) -> bool:
-    return kind in ("long", "integer", "short", "byte")
 
 
 class Reducer:
@@ -130,7 +126,8 @@ class Reducer:
             table = names[r.target]
             text, cond = _condition(r, *values[r.source])
             got = values[r.source][1]
-            bounds = [(r.column, (got[0], got[-1]) if got else ())] if _integer(columns[r.target][r.column]) else []
+            integer = columns[r.target][r.column] in INTEGER_TYPES
+            bounds = [(r.column, (got[0], got[-1]) if got else ())] if integer else []
             if table in out:
                 text, cond, bounds = f"{out[table].text} AND {text}", out[table].cond & cond, out[table].bounds + bounds
             out[table] = Reduced(text, cond, bounds)
