@@ -17,7 +17,7 @@ from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
-from sparkmv.refresh.incremental import netting
+from sparkmv.refresh.incremental import netting, probe
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
 from sparkmv.refresh.incremental.pruned import iceberg_table, joined_bytes
 from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes
@@ -240,7 +240,7 @@ def _netted_where_worth_it(
             t: replace(c, delta_bytes=cost[t] if netting.read_exactly(c) else 0) if t in pending else c
             for t, c in changes.items()
         }
-        estimate = _estimate(rt, mv, inp, analysis, floor).estimate_bytes
+        estimate = _estimate(rt, mv, inp, analysis, floor, assume=True).estimate_bytes
         eager = estimate is not None and estimate < full
     limit = max(full, SIGNED_FIXED_BYTES)
     return {t: netting.netted(rt, c, eager and cost.get(t, c.delta_bytes) <= limit) for t, c in changes.items()}
@@ -277,16 +277,24 @@ def has_state_columns(store: IcebergStore, name: ObjectName, analysis: IvmAnalys
 
 
 def _estimate(
-    rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis, changes: dict[str, BaseChange]
+    rt: Runtime,
+    mv: MvDefinition,
+    inp: PlanInput,
+    analysis: IvmAnalysis,
+    changes: dict[str, BaseChange],
+    assume: bool = False,
 ) -> Candidate:
     """The INCREMENTAL candidate's estimate and the change-ratio cap (see module
-    :mod:`sparkmv.refresh.incremental.candidates`)."""
+    :mod:`sparkmv.refresh.incremental.candidates`); ``assume``: a signed change not yet
+    read counts as if its probes found nothing (the floor estimate)."""
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     appended = sum(c.delta_bytes for c in changed.values())
     load = lambda p: iceberg_table(rt, p)  # noqa: E731
     kept = kept_states(rt.iceberg.load(mv.name).location(), analysis, changes) if changed else {}
     join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept) if changed else None
-    join = join or joined_bytes(analysis, inp.pinned, changed, load)
+    strict = mv.properties.refresh_mode == "INCREMENTAL"
+    empty = _probed(rt, analysis, inp.pinned, changed, assume, strict) if join is None and changed else {}
+    join = join or joined_bytes(analysis, inp.pinned, changed, load, {k: e.probed_bytes for k, e in empty.items()})
     joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
@@ -310,6 +318,9 @@ def _estimate(
         parts.append(
             f"inner stages ({names}) recompute their touched keys over the old and new input (~{size_text(staged)})"
         )
+    for (table, other), e in sorted(empty.items()):
+        joins = "only its retracted rows join" if e.retracted else "no row joins"
+        parts.append(f"term of '{table}': '{other}' {joins} ({e.column} probed for the keys of {e.source})")
     if join.pruned_on:
         on = ", ".join(join.pruned_on)
         parts.append(f"joins {size_text(joined)} of {size_text(join.whole)} (min/max pruning on {on})")
@@ -335,6 +346,29 @@ def _estimate(
         why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
         return Candidate("INCREMENTAL", False, total, why, changes=read)
     return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
+
+
+def _probed(
+    rt: Runtime,
+    analysis: IvmAnalysis,
+    pinned: dict[str, PinnedTable],
+    changed: dict[str, BaseChange],
+    assume: bool,
+    strict: bool,
+) -> dict[tuple[str, str], probe.Emptied]:
+    """The probes of the delta terms of signed changes (:mod:`sparkmv.refresh.incremental.probe`),
+    run now unless ``assume``; none for an affected-key recomputation. ``strict``: the run
+    is INCREMENTAL whatever the estimate, so the changes it reads anyway are read now (into
+    the change cache, where the probes find their keys)."""
+    if analysis.keyed is not None or not any(c.kind == SIGNED for c in changed.values()):
+        return {}
+    from sparkmv.analysis.query import parse_query
+
+    if strict and not assume:
+        changed = {t: netting.netted(rt, c, True) for t, c in changed.items()}
+
+    query = parse_query(analysis.merged_sql or analysis.augmented_sql)
+    return probe.term_emptied(rt, query, pinned, {t: c.delta for t, c in changed.items()}, assume)
 
 
 def change_json(change: BaseChange) -> dict[str, Any]:

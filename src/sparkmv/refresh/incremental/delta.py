@@ -45,11 +45,13 @@ from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn, o
 from sparkmv.analysis.query import bind_occurrences, bind_tables, parse_query, table_occurrences
 from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_projection
 from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental import probe
 from sparkmv.refresh.incremental.pruned import files_within, iceberg_table, known_range, prunes
 from sparkmv.refresh.incremental.semijoin import Reducer
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
+from sparkmv.sources.signed import SIGN_COLUMN
 
 log = logging.getLogger("sparkmv.refresh")
 _views = itertools.count()
@@ -216,6 +218,8 @@ class Views:
             )
             self.reduced.append(f"term of '{changed}': '{table}' {reduced.text}")
             log.info("semi-join reduction: %s", self.reduced[-1])
+        if occurrence is None and all(sizes.get(t) is not None for t in roles):
+            self._empty_probed(query, changed, new, delta, views)
         if occurrence is None:
             return self.rt.spark.sql(bind_tables(query, views))
         own = ObjectName.parse(changed, allow_reserved=True)
@@ -229,6 +233,38 @@ class Views:
             role, source = ("new", new[changed]) if rank < occurrence else ("old", old[changed])
             bound.append(views[name] if rank == occurrence else self.view(changed, role, source))
         return self.rt.spark.sql(bind_occurrences(query, bound))
+
+    def _empty_probed(
+        self,
+        query: exp.Query,
+        changed: str,
+        new: dict[str, PinnedTable],
+        delta: dict[str, PinnedTable],
+        views: dict[ObjectName, str],
+    ) -> None:
+        """Bind, in ``views``, each base table a probe found joining none of the change's
+        keys at its new position (:mod:`sparkmv.refresh.incremental.probe`) to nothing, or
+        to the rows its own change retracted (read old)."""
+        for table, found in probe.emptied(self.rt, query, changed, new, dict(delta), run=True).items():
+            name = ObjectName.parse(table, allow_reserved=True)
+            if found.retracted:
+                views[name] = self.retracted(table, delta[table])
+                text = f"only its retracted rows join ({found.column} probed for the keys of {found.source})"
+            else:
+                views[name] = self.filtered(table, found.role, new[table], "probed empty", F.lit(False))
+                text = f"no row joins ({found.column} probed for the keys of {found.source})"
+            self.reduced.append(f"term of '{changed}': '{table}' {text}")
+            log.info("probe: %s", self.reduced[-1])
+
+    def retracted(self, table: str, change: PinnedTable) -> str:
+        """The name of a temporary view of the rows the signed ``change`` of ``table``
+        retracted, without their sign (the table's old rows that its new position lacks)."""
+        key = (table, "retracted")
+        if key not in self.created:
+            self.created[key] = name = f"__smv_d{next(_views)}"
+            rows = read_pinned(self.rt.spark, change, store=self.rt.iceberg)
+            rows.where(F.col(SIGN_COLUMN) < 0).drop(SIGN_COLUMN).createOrReplaceTempView(name)
+        return self.created[key]
 
     def filtered(self, table: str, role: str, pinned: PinnedTable, text: str, cond: Column) -> str:
         """The name of a temporary view of ``table`` in ``role`` filtered by ``cond``

@@ -65,12 +65,18 @@ def _bytes(pinned: PinnedTable) -> int:
 
 
 def joined_bytes(
-    analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
+    analysis: IvmAnalysis,
+    pinned: dict[str, PinnedTable],
+    changed: dict[str, BaseChange],
+    load: Loader,
+    emptied: Mapping[tuple[str, str], int] | None = None,
 ) -> Joined:
     """The :class:`Joined` bytes of the terms of the ``changed`` base tables; a table whose
     statistics cannot be read counts whole (an estimate never fails a refresh), and so do
     the key queries of an affected-key recomputation (``analysis.keyed``), which are not
-    reduced."""
+    reduced. ``emptied``: ``(changed table, other table)`` -> the bytes a probe read of the
+    other table, which the term then reads nothing (or a change's few retracted rows) of
+    (:mod:`sparkmv.refresh.incremental.probe`)."""
     from sparkmv.refresh.incremental import semijoin  # imports pyspark: EXPLAIN of a SELECT must not
 
     total = whole = 0
@@ -83,6 +89,9 @@ def joined_bytes(
         whole += whole_here
         found = _reductions(query, table, pinned) if query is not None else []
         for other in others:
+            if emptied is not None and (table, other) in emptied:
+                total += emptied[(table, other)]
+                continue
             mine = [r for r in found if r.target == ObjectName.parse(other, allow_reserved=True)]
             size = _pruned(change, pinned[other], mine, load) if mine else None
             if size is None:

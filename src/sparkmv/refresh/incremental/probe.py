@@ -1,0 +1,272 @@
+"""Emptiness probes of the delta terms of a signed change (issue 24: TPC-H's RF2).
+
+After a delete, the delta term of a changed table ``Ti`` joins its retracted rows with the
+other tables, and a semi-join reduction (:mod:`sparkmv.analysis.semijoin`) keeps of each
+other table ``Tj`` only the rows whose join column holds a key of ``ΔTi``. When those keys
+are random (TPC-H's RF2 deletes 0.1 % of the orders, spread over every file), no file of
+``Tj`` can be skipped and the term reads about what FULL reads. Yet the rows it keeps are
+often none at all: the orders' lineitems were deleted with them, so no remaining row of
+``lineitem`` joins a deleted order. A probe asks exactly that, reading only ``Tj``'s join
+column: how many rows of ``Tj`` (as of the run's new position) hold one of the keys? None:
+
+- ``Tj`` read at its **new** position joins nothing, and the term is empty;
+- ``Tj`` read at its **old** position is its new contents plus the rows its own change
+  retracted, when that change retracted only (``old = new ⊎ retracted``); so the term
+  joins just those retracted rows, a few kilobytes; a ``Tj`` that did not change is read
+  as its new contents, so the term is empty.
+
+Any other case (rows found, a ``Tj`` whose change also inserted rows, keys unknown) leaves
+the term as it was. Exact either way: a row of the term meets every equi-join, so its
+``Tj`` row holds one of the keys. This is a semi-join reduction evaluated eagerly and
+found empty, the same idea as Spark's runtime filters, and the keys are the change's netted
+rows in the change cache (:mod:`sparkmv.sources.change_cache`), read without Spark.
+
+A probe's answer depends only on ``Tj``'s snapshot, the column and the keys, so it is
+stored beside the change cache (``<warehouse>/_sparkmv_changes/probe-<key>.json``) and
+every MV over the same change finds it there: TPC-H's seven joins of ``lineitem`` and
+``orders`` pay for two probes in all.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from sparkmv.analysis.semijoin import reductions
+from sparkmv.names import ObjectName
+from sparkmv.sources import change_cache
+from sparkmv.sources.pinned import PinnedTable
+from sparkmv.sources.signed import SIGN_COLUMN
+from sparkmv.storage import warehouse
+
+if TYPE_CHECKING:
+    from sqlglot import exp
+
+    from sparkmv.refresh.runtime import Runtime
+
+MAX_KEYS = 50_000
+"""Most distinct keys of a change a probe filters by (an IN set of literals)."""
+MIN_TARGET_BYTES = 16 * 1024 * 1024
+"""A table of at most this many bytes is not probed: the term reads it whole for less."""
+ENABLED = True
+"""Module switch (tests and benchmarks compare with it off)."""
+_KEY_TYPES = ("int", "uint", "string", "large_string", "date32")
+"""Arrow types of keys that make exact Spark literals (no float, decimal or timestamp)."""
+
+_answers: dict[str, int] = {}
+_keys: dict[tuple[str, str], DeltaKeys | None] = {}
+
+
+@dataclass(frozen=True)
+class DeltaKeys:
+    """The keys of one column of a signed change.
+
+    Attributes:
+        values: the distinct non-NULL values of the column in the change's netted rows
+            (inserted and retracted), sorted.
+        retracts_only: True when the change holds no inserted row.
+    """
+
+    values: tuple[Any, ...]
+    retracts_only: bool
+
+
+@dataclass(frozen=True)
+class Emptied:
+    """A base table of one delta term that joins none of the change's rows at its new
+    position.
+
+    Attributes:
+        table: the base table (qualified).
+        role: how the term reads it: ``new``, or ``old`` (then its new contents plus the
+            rows its change retracted).
+        retracted: True when the term reads its retracted rows (role ``old`` of a table
+            whose change retracted only); False: it reads nothing.
+        column: the probed join column; ``source``: the changed table's column.
+        probed_bytes: what the probe read (the column's share of the table's bytes) when
+            this call ran it (or assumed it); 0 when its answer was stored.
+    """
+
+    table: str
+    role: str
+    retracted: bool
+    column: str
+    source: str
+    probed_bytes: int
+
+
+def delta_keys(root: warehouse.Location, change: PinnedTable | None, column: str) -> DeltaKeys | None:
+    """The :class:`DeltaKeys` of ``column`` in the signed ``change`` as the change cache
+    holds it; None when it is not cached, not signed, holds more than :data:`MAX_KEYS`
+    distinct values or the column is of another type than :data:`_KEY_TYPES`."""
+    if change is None or change.kind != "signed":
+        return None
+    key = (change_cache.key(change), column.lower())
+    if key not in _keys:
+        _keys[key] = _read_keys(root, change, column.lower())
+    return _keys[key]
+
+
+def _read_keys(root: warehouse.Location, change: PinnedTable, column: str) -> DeltaKeys | None:
+    import pyarrow.compute as pc
+
+    rows = change_cache.load(root, change)
+    if rows is None:
+        return None
+    names = {n.lower(): n for n in rows.column_names}
+    if column not in names or SIGN_COLUMN not in rows.column_names:
+        return None
+    values = rows.column(names[column])
+    if not str(values.type).startswith(_KEY_TYPES):
+        return None
+    distinct = pc.unique(values.drop_null())
+    if len(distinct) > MAX_KEYS:
+        return None
+    signs = rows.column(SIGN_COLUMN)
+    inserts = len(signs) > 0 and pc.max(signs).as_py() > 0
+    return DeltaKeys(tuple(sorted(distinct.to_pylist())), not inserts)
+
+
+def answer_key(target: PinnedTable, column: str, values: tuple[Any, ...]) -> str:
+    """The cache key of a probe: hex sha256 of the target as pinned (its snapshot), the
+    column and the keys."""
+    plain = [v.isoformat() if isinstance(v, datetime.date) else v for v in values]
+    identity = [target.to_json(), column.lower(), [type(values[0]).__name__ if values else ""], plain]
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _location(root: warehouse.Location, key: str) -> str:
+    return warehouse.join(root, change_cache.DIRECTORY, f"probe-{key}.json")
+
+
+def cached_matches(root: warehouse.Location, target: PinnedTable, column: str, values: tuple[Any, ...]) -> int | None:
+    """The stored answer of the probe (rows of ``target`` whose ``column`` is one of
+    ``values``); None when it was never run."""
+    key = answer_key(target, column, values)
+    if key not in _answers:
+        try:
+            with warehouse.open_input(_location(root, key)) as f:
+                _answers[key] = int(json.load(f)["matches"])
+        except (FileNotFoundError, OSError, ValueError, KeyError):
+            return None
+    return _answers[key]
+
+
+def matches(rt: Runtime, target: PinnedTable, column: str, values: tuple[Any, ...]) -> int:
+    """Rows of ``target`` (read as pinned, deletes applied) whose ``column`` is one of
+    ``values``: the stored answer, or one Spark job reading that column, then stored."""
+    root = rt.iceberg.warehouse
+    found = cached_matches(root, target, column, values)
+    if found is not None:
+        return found
+    from pyspark.sql import functions as F
+
+    from sparkmv.sources.resolve import read_pinned
+
+    frame = read_pinned(rt.spark, target, store=rt.iceberg)
+    name = next(f.name for f in frame.schema.fields if f.name.lower() == column.lower())
+    count = int(frame.where(F.col(f"`{name}`").isin(list(values))).count()) if values else 0
+    key = answer_key(target, column, values)
+    _answers[key] = count
+    where = _location(root, key)
+    warehouse.make_dirs(warehouse.parent(where))
+    temporary = f"{where}.tmp"
+    with warehouse.open_output(temporary) as f:
+        f.write(json.dumps({"matches": count}).encode())
+    warehouse.rename(temporary, where)
+    return count
+
+
+def probe_bytes(target: PinnedTable) -> int:
+    """What a probe of one column reads: the table's bytes over its column count."""
+    columns = max(1, len(json.loads(target.schema_json).get("fields", [])))
+    return sum(p.bytes for p in target.partitions.values()) // columns
+
+
+def emptied(
+    rt: Runtime,
+    query: exp.Query,
+    changed: str,
+    new: Mapping[str, PinnedTable],
+    deltas: Mapping[str, PinnedTable | None],
+    run: bool,
+    assume: bool = False,
+) -> dict[str, Emptied]:
+    """Base table -> :class:`Emptied`, of the term of ``changed`` in ``query`` (the tables
+    sorted by name: those before ``changed`` read new, those after it old, as
+    :mod:`sparkmv.refresh.incremental.delta` builds the terms); ``new``: every base table as
+    pinned now; ``deltas``: the changed tables' deltas. ``run``: run the probes not yet
+    stored (else only stored answers count). ``assume``: a change not yet in the change cache
+    counts as if its probes found nothing (AUTO's floor estimate, before reading the change).
+    Empty when ``changed``'s delta is not a signed change."""
+    if not ENABLED:
+        return {}
+    from sparkmv.refresh.incremental.pruned import column_types
+
+    root = rt.iceberg.warehouse
+    name = ObjectName.parse(changed, allow_reserved=True)
+    names = {ObjectName.parse(t, allow_reserved=True): t for t in new}
+    out: dict[str, Emptied] = {}
+    size = {t: sum(p.bytes for p in pinned.partitions.values()) for t, pinned in new.items()}
+    # The largest tables first; once one joins nothing, the term is empty and is not probed further.
+    found_all = sorted(reductions(query, name, column_types(dict(new))), key=lambda r: -size[names[r.target]])
+    for r in found_all:
+        table = names[r.target]
+        target = new[table]
+        if table in out or target.snapshot_id is None or size[table] <= MIN_TARGET_BYTES:
+            continue
+        if any(not e.retracted for e in out.values()):
+            break
+        role = "new" if table < changed else "old"
+        own = deltas.get(table) if role == "old" else None
+        retracted = own is not None
+        if retracted:
+            keys_of_target = delta_keys(root, own, r.column)
+            if keys_of_target is None and assume and _uncached(root, own):
+                keys_of_target = DeltaKeys((), True)
+            if keys_of_target is None or not keys_of_target.retracts_only:
+                continue
+        source = deltas.get(changed)
+        keys = delta_keys(root, source, r.source)
+        if keys is None:
+            if assume and _uncached(root, source):
+                out[table] = Emptied(table, role, retracted, r.column, r.source, probe_bytes(target))
+            continue
+        found = cached_matches(root, target, r.column, keys.values)
+        paid = 0
+        if found is None and run and rt.has_spark:
+            found, paid = matches(rt, target, r.column, keys.values), probe_bytes(target)
+        if found == 0:
+            out[table] = Emptied(table, role, retracted, r.column, r.source, paid)
+    return out
+
+
+def _uncached(root: warehouse.Location, change: PinnedTable | None) -> bool:
+    """True for a signed change whose rows the change cache does not hold yet."""
+    return change is not None and change.kind == "signed" and change_cache.cached_rows(root, change) is None
+
+
+def term_emptied(
+    rt: Runtime,
+    query: exp.Query,
+    pinned: Mapping[str, PinnedTable],
+    deltas: Mapping[str, PinnedTable | None],
+    assume: bool = False,
+) -> dict[tuple[str, str], Emptied]:
+    """``(changed table, other table)`` -> :class:`Emptied`, over the terms of every changed
+    table of ``query`` (the MV's query as its delta terms read it), for AUTO's estimate:
+    the probes are run (where Spark is up) so that the terms read their answers."""
+    from sparkmv.analysis.incremental import branches_reading
+
+    out: dict[tuple[str, str], Emptied] = {}
+    for changed in sorted(t for t, d in deltas.items() if d is not None):
+        term = branches_reading(query, ObjectName.parse(changed, allow_reserved=True))
+        if term is None:
+            continue
+        for table, found in emptied(rt, term, changed, pinned, deltas, run=not assume, assume=assume).items():
+            out[(changed, table)] = found
+    return out

@@ -1,0 +1,165 @@
+"""Emptiness probes of the delta terms of a signed change (issue 24, TPC-H's RF2): orders
+deleted with their items (merge-on-read position deletes and copy-on-write) refresh
+INCREMENTAL without reading the other table's rows; deletes that do leave joining rows
+(items of a kept order, orphan items, an update) take the terms as before. After every
+step the MV equals DuckDB's result of its query."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyiceberg.expressions import In
+
+from sparkmv.demo.iceberg_deletes import delete_rows
+from sparkmv.refresh.incremental import delta, probe
+from sparkmv.sources import change_cache
+from tests.helpers import rows_of
+from tests.refresh.test_semijoin import _scans
+
+pytestmark = pytest.mark.spark
+
+QUERY = (
+    "SELECT c.name, count(*) AS n, sum(i.qty) AS q, sum(o.amt) AS a FROM {p}orders o "
+    "JOIN {p}items i ON i.ok = o.ok JOIN {p}cust c ON c.ck = o.ck GROUP BY c.name"
+)
+SCHEMAS = {
+    "orders": pa.schema([("ok", pa.int64()), ("ck", pa.int64()), ("amt", pa.int64())]),
+    "items": pa.schema([("ok", pa.int64()), ("qty", pa.int64())]),
+    "cust": pa.schema([("ck", pa.int64()), ("name", pa.string())]),
+}
+
+
+@pytest.fixture(autouse=True)
+def _probe_small_tables(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tables are a few KiB: probe them all the same."""
+    monkeypatch.setattr(probe, "MIN_TARGET_BYTES", 0)
+
+
+class World:
+    """The base tables in an external SQLite Iceberg catalog ``lake`` (namespace ``db``),
+    written as an outside writer would (sparkmv's own tables take no delete files)."""
+
+    def __init__(self, client: Any, tmp_path: Path) -> None:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        uri, warehouse = f"sqlite:///{tmp_path / 'lake.db'}", tmp_path / "lake"
+        warehouse.mkdir()
+        self.lake = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
+        self.lake.create_namespace("db")
+        for name, schema in SCHEMAS.items():
+            self.lake.create_table(("db", name), schema=schema)
+        client.execute(
+            'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
+            f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
+        )
+
+    def load(self, table: str) -> Any:
+        return self.lake.load_table(("db", table))
+
+    def append(self, table: str, rows: list[tuple[Any, ...]]) -> None:
+        names = SCHEMAS[table].names
+        self.load(table).append(
+            pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows], schema=SCHEMAS[table])
+        )
+
+    def delete_positions(self, table: str, keys: list[int]) -> None:
+        """Merge-on-read: position delete files for the rows whose ``ok`` is in ``keys``."""
+        values = pa.array(keys, pa.int64())
+        delete_rows(self.load(table), lambda t: pc.is_in(t.column("ok"), value_set=values), ["ok"])
+
+    def oracle(self) -> list[tuple[Any, ...]]:
+        con = duckdb.connect()
+        for name in SCHEMAS:
+            arrow = self.load(name).scan().to_arrow()  # noqa: F841
+            con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
+        return sorted(con.execute(QUERY.format(p="")).fetchall(), key=repr)
+
+
+def _setup(make_client: Any, tmp_path: Path) -> tuple[Any, World]:
+    client = make_client(tmp_path / "home")
+    world = World(client, tmp_path)
+    world.append("cust", [(k, f"c{k % 6}") for k in range(40)])
+    for lo in range(0, 3000, 1000):
+        amt = [int.from_bytes(hashlib.sha256(str(k).encode()).digest()[:4], "big") for k in range(lo, lo + 1000)]
+        world.append("orders", [(k, k % 40, amt[k - lo]) for k in range(lo, lo + 1000)])
+        world.append("items", [(k, j + k % 7) for k in range(lo, lo + 1000) for j in range(3)])
+    query = QUERY.format(p="lake.db.")
+    client.sql(f"CREATE MATERIALIZED VIEW mv REFRESH DEFERRED PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+    assert client.refresh("mv").mode == "FULL"
+    return client, world
+
+
+def _check(client: Any, world: World) -> Any:
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), (run.error, run.reason)
+    got = sorted((tuple(r) for r in rows_of(client.table("mv"))), key=repr)
+    assert got == world.oracle()
+    return run
+
+
+def _terms(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    terms: list[Any] = []
+    term = delta.Views.term
+    monkeypatch.setattr(delta.Views, "term", lambda self, *a: terms.append(term(self, *a)) or terms[-1])
+    return terms
+
+
+def test_orders_deleted_with_their_items_read_neither_table(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, world = _setup(make_client, tmp_path)
+    terms = _terms(monkeypatch)
+    keys = [5, 777, 1500, 2999, 1234]
+    world.delete_positions("orders", keys)
+    world.delete_positions("items", keys)
+    run = _check(client, world)
+    reason = run.candidates[0]["reason"]
+    # Sorted by name: the items term reads orders old (its retracted rows), the orders term
+    # reads items new (no row joins).
+    assert "term of 'lake.db.items': 'lake.db.orders' only its retracted rows join (ok probed for the keys of ok)" in (
+        reason
+    ), reason
+    assert "term of 'lake.db.orders': 'lake.db.items' no row joins (ok probed for the keys of ok)" in reason, reason
+    items_term, orders_term = terms
+    assert _scans(items_term, "orders") == (0, 0)  # the retracted rows come from the change cache
+    assert _scans(orders_term, "items") == (0, 0)  # a FALSE filter: Spark reads no file of items
+    # The answers are stored beside the change cache: two probes.
+    root = client.runtime.iceberg.warehouse
+    directory = Path(str(root).removeprefix("file://")) / change_cache.DIRECTORY
+    stored = [f for f in directory.iterdir() if f.name.startswith("probe-")]
+    assert len(stored) == 2
+
+
+def test_deletes_that_leave_joining_rows_take_the_terms_as_before(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client, world = _setup(make_client, tmp_path)
+    terms = _terms(monkeypatch)
+    # Items of kept orders: the orders still join (their probe finds rows).
+    world.delete_positions("items", [10, 11, 2500])
+    run = _check(client, world)
+    assert "probed" not in run.candidates[0]["reason"]
+    assert _scans(terms[-1], "orders")[0] > 0
+    # Orders deleted, their items kept (orphans): the items still join nothing after the
+    # delete, but at their new position they hold the keys, so the orders term reads them.
+    world.delete_positions("orders", [20, 21])
+    run = _check(client, world)
+    assert "probed" not in run.candidates[0]["reason"]
+    # An update (copy-on-write delete and re-append of an order) and deletes of both: the
+    # orders change inserts a row, so the items term reads orders old as before.
+    world.load("items").delete(In("ok", [30, 31]))
+    world.load("orders").delete(In("ok", [30, 31, 40]))
+    world.append("orders", [(40, 3, 99)])
+    run = _check(client, world)
+    assert "'lake.db.orders' only its retracted rows join" not in run.candidates[0]["reason"]
+    # Then both deleted copy-on-write: netted to retractions only, and probed.
+    world.load("orders").delete(In("ok", [50, 2050]))
+    world.load("items").delete(In("ok", [50, 2050]))
+    run = _check(client, world)
+    assert "only its retracted rows join" in run.candidates[0]["reason"], run.candidates[0]["reason"]
