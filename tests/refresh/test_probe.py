@@ -7,6 +7,7 @@ step the MV equals DuckDB's result of its query."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -163,3 +164,53 @@ def test_deletes_that_leave_joining_rows_take_the_terms_as_before(
     world.load("items").delete(In("ok", [50, 2050]))
     run = _check(client, world)
     assert "only its retracted rows join" in run.candidates[0]["reason"], run.candidates[0]["reason"]
+
+
+EXISTS_QUERY = (
+    "SELECT c.name, count(*) AS n, sum(o.amt) AS s FROM {p}orders o JOIN {p}cust c ON c.ck = o.ck "
+    "WHERE EXISTS (SELECT 1 FROM {p}items i WHERE i.ok = o.ok AND i.qty > 1) GROUP BY c.name"
+)
+IN_QUERY = (
+    "SELECT c.name, count(*) AS n, sum(o.amt) AS s FROM {p}orders o JOIN {p}cust c ON c.ck = o.ck "
+    "WHERE o.ok IN (SELECT ok FROM {p}items GROUP BY ok HAVING sum(qty) > 9) GROUP BY c.name"
+)
+
+
+def test_stages_of_order_keys_follow_orders_deleted_with_their_items_from_the_changes_alone(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TPC-H Q4's and Q18's shapes: a stage of order keys over ``items`` (``EXISTS``, and
+    ``IN`` a grouped subquery with ``HAVING``). After orders deleted with their items, the
+    stage's delta is computed from the retracted items alone, the orders term reads nothing
+    of the stage, and AUTO's estimate counts no read of either (``cust`` is not probed: its
+    customers are not deleted)."""
+    client, world = _setup(make_client, tmp_path)
+    from sparkmv.refresh.incremental import stages
+
+    computed: list[Any] = []
+    retracted_delta = stages._retracted_delta
+    monkeypatch.setattr(stages, "_retracted_delta", lambda *a: computed.append(retracted_delta(*a)) or computed[-1])
+    for name, sql in (("mv_exists", EXISTS_QUERY), ("mv_in", IN_QUERY)):
+        query = sql.format(p="lake.db.")
+        client.sql(
+            f"CREATE MATERIALIZED VIEW {name} REFRESH DEFERRED PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}"
+        )
+        assert client.refresh(name).mode == "FULL"
+    keys = [5, 777, 1500, 2999, 1234, 13, 14]
+    world.delete_positions("orders", keys)
+    world.delete_positions("items", keys)
+    items_bytes = sum(f.file.file_size_in_bytes for f in world.load("items").scan().plan_files())
+    for name, sql in (("mv_exists", EXISTS_QUERY), ("mv_in", IN_QUERY)):
+        run = client.refresh(name)
+        assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), (run.error, run.reason)
+        got = sorted((tuple(r) for r in rows_of(client.table(name))), key=repr)
+        con = duckdb.connect()
+        for table in SCHEMAS:
+            arrow = world.load(table).scan().to_arrow()  # noqa: F841
+            con.execute(f"CREATE TABLE {table} AS SELECT * FROM arrow")
+        assert got == sorted(con.execute(sql.format(p="")).fetchall(), key=repr), name
+        assert computed and computed[-1] is not None, name
+        reason = run.candidates[0]["reason"]
+        joined = re.search(r"joins (\S+) KiB", reason)
+        assert "inner stages" not in reason and joined is not None, reason
+        assert float(joined.group(1)) * 1024 < items_bytes / 4, (reason, items_bytes)  # cust's rows only

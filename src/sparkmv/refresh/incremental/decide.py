@@ -291,15 +291,16 @@ def _estimate(
     appended = sum(c.delta_bytes for c in changed.values())
     load = lambda p: iceberg_table(rt, p)  # noqa: E731
     kept = kept_states(rt.iceberg.load(mv.name).location(), analysis, changes) if changed else {}
-    join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept) if changed else None
     strict = mv.properties.refresh_mode == "INCREMENTAL"
+    prober = _stage_prober(rt, inp.pinned, changed, assume, strict)
+    join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept, prober) if changed else None
     empty = _probed(rt, analysis, inp.pinned, changed, assume, strict) if join is None and changed else {}
     join = join or joined_bytes(analysis, inp.pinned, changed, load, {k: e.probed_bytes for k, e in empty.items()})
     joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
     recomputed = _recomputed_bytes(inp, analysis, changed)
     keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
-    staged = stage_bytes(inp.pinned, analysis.stages, changed, load, kept) if changed else 0
+    staged = stage_bytes(inp.pinned, analysis.stages, changed, load, kept, prober) if changed else 0
     fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
     terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0
     total = appended + joined + rewritten + recomputed + keyed + staged + fixed + terms
@@ -369,6 +370,20 @@ def _probed(
 
     query = parse_query(analysis.merged_sql or analysis.augmented_sql)
     return probe.term_emptied(rt, query, pinned, {t: c.delta for t, c in changed.items()}, assume)
+
+
+def _stage_prober(
+    rt: Runtime, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], assume: bool, strict: bool
+) -> probe.Prober | None:
+    """The probes of the inner stages' reads (:mod:`sparkmv.refresh.incremental.stage_cost`)
+    when a change is signed; a strict INCREMENTAL run reads its changes now (as
+    :func:`_probed`)."""
+    if not any(c.kind == SIGNED for c in changed.values()):
+        return None
+    if strict and not assume:
+        for c in changed.values():
+            netting.netted(rt, c, True)
+    return probe.Prober(rt, pinned, assume)
 
 
 def change_json(change: BaseChange) -> dict[str, Any]:

@@ -25,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -47,11 +47,14 @@ from sparkmv.analysis.signed import RETRACTED, SIGN, signed_query, unsigned_proj
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental import probe
 from sparkmv.refresh.incremental.pruned import files_within, iceberg_table, known_range, prunes
-from sparkmv.refresh.incremental.semijoin import Reducer
+from sparkmv.refresh.incremental.semijoin import Reducer, column_types
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 from sparkmv.sources.signed import SIGN_COLUMN
+
+if TYPE_CHECKING:
+    from sparkmv.refresh.incremental.stage_cost import StageKey
 
 log = logging.getLogger("sparkmv.refresh")
 _views = itertools.count()
@@ -147,6 +150,8 @@ class Views:
         self.reduced: list[str] = []
         """What the semi-join reductions of the terms filtered (for the run's log)."""
         self.frames: dict[tuple[str, str], DataFrame] = {}
+        self.stage_keys: dict[str, StageKey] = {}
+        """The inner stages keyed by a plain column of their one base table, by name."""
         self.persisted: list[DataFrame] = []
         """Frames cached for the run (an inner stage's signed delta, read by several terms
         and by their reductions), unpersisted by :meth:`drop`."""
@@ -218,8 +223,9 @@ class Views:
             )
             self.reduced.append(f"term of '{changed}': '{table}' {reduced.text}")
             log.info("semi-join reduction: %s", self.reduced[-1])
-        if occurrence is None and all(sizes.get(t) is not None for t in roles):
-            self._empty_probed(query, changed, new, delta, views)
+        if occurrence is None:
+            columns = {ObjectName.parse(t, allow_reserved=True): column_types(f) for t, f in frames.items()}
+            self._empty_probed(query, changed, new, delta, views, columns)
         if occurrence is None:
             return self.rt.spark.sql(bind_tables(query, views))
         own = ObjectName.parse(changed, allow_reserved=True)
@@ -241,11 +247,16 @@ class Views:
         new: dict[str, PinnedTable],
         delta: dict[str, PinnedTable],
         views: dict[ObjectName, str],
+        columns: dict[ObjectName, dict[str, object]],
     ) -> None:
-        """Bind, in ``views``, each base table a probe found joining none of the change's
-        keys at its new position (:mod:`sparkmv.refresh.incremental.probe`) to nothing, or
-        to the rows its own change retracted (read old)."""
-        for table, found in probe.emptied(self.rt, query, changed, new, dict(delta), run=True).items():
+        """Bind, in ``views``, each base table (or inner stage keyed by its one table's
+        column) a probe found joining none of the change's keys at its new position
+        (:mod:`sparkmv.refresh.incremental.probe`) to nothing, or to the rows its own change
+        retracted (read old); ``columns``: every input's column types."""
+        found_all = probe.emptied(
+            self.rt, query, changed, new, dict(delta), run=True, stages=self.stage_keys, columns=columns
+        )
+        for table, found in found_all.items():
             name = ObjectName.parse(table, allow_reserved=True)
             if found.retracted:
                 views[name] = self.retracted(table, delta[table])

@@ -46,6 +46,7 @@ from sparkmv.storage import warehouse
 if TYPE_CHECKING:
     from sqlglot import exp
 
+    from sparkmv.refresh.incremental.stage_cost import StageKey
     from sparkmv.refresh.runtime import Runtime
 
 MAX_KEYS = 50_000
@@ -69,10 +70,12 @@ class DeltaKeys:
         values: the distinct non-NULL values of the column in the change's netted rows
             (inserted and retracted), sorted.
         retracts_only: True when the change holds no inserted row.
+        nulls: True when some row of the change holds NULL in the column.
     """
 
     values: tuple[Any, ...]
     retracts_only: bool
+    nulls: bool = False
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,7 @@ def _read_keys(root: warehouse.Location, change: PinnedTable, column: str) -> De
         return None
     signs = rows.column(SIGN_COLUMN)
     inserts = len(signs) > 0 and pc.max(signs).as_py() > 0
-    return DeltaKeys(tuple(sorted(distinct.to_pylist())), not inserts)
+    return DeltaKeys(tuple(sorted(distinct.to_pylist())), not inserts, values.null_count > 0)
 
 
 def answer_key(target: PinnedTable, column: str, values: tuple[Any, ...]) -> str:
@@ -195,54 +198,101 @@ def emptied(
     deltas: Mapping[str, PinnedTable | None],
     run: bool,
     assume: bool = False,
+    stages: Mapping[str, StageKey] | None = None,
+    columns: Mapping[ObjectName, Mapping[str, object]] | None = None,
 ) -> dict[str, Emptied]:
-    """Base table -> :class:`Emptied`, of the term of ``changed`` in ``query`` (the tables
-    sorted by name: those before ``changed`` read new, those after it old, as
-    :mod:`sparkmv.refresh.incremental.delta` builds the terms); ``new``: every base table as
-    pinned now; ``deltas``: the changed tables' deltas. ``run``: run the probes not yet
-    stored (else only stored answers count). ``assume``: a change not yet in the change cache
-    counts as if its probes found nothing (AUTO's floor estimate, before reading the change).
-    Empty when ``changed``'s delta is not a signed change."""
+    """Base table or inner stage -> :class:`Emptied`, of the term of ``changed`` in
+    ``query`` (the tables sorted by name: those before ``changed`` read new, those after it
+    old, as :mod:`sparkmv.refresh.incremental.delta` builds the terms); ``new``: every base
+    table (and inner stage placeholder) as pinned now; ``deltas``: the changed ones' deltas.
+    ``run``: run the probes not yet stored (else only stored answers count). ``assume``: a
+    change not yet in the change cache counts as if its probes found nothing (AUTO's floor
+    estimate, before reading the change). ``stages``: the inner stages keyed by a plain
+    column of their one base table (:class:`~sparkmv.refresh.incremental.stage_cost.StageKey`):
+    such a stage read new joins nothing when its key table holds none of the keys in its key
+    column, and its delta's keys are those of its key table's change; ``columns``: the
+    column types of every input (default: of the pinned base tables). Empty when
+    ``changed``'s delta is not a signed change."""
     if not ENABLED:
         return {}
     from sparkmv.refresh.incremental.pruned import column_types
 
+    stages = stages or {}
     root = rt.iceberg.warehouse
-    name = ObjectName.parse(changed, allow_reserved=True)
     names = {ObjectName.parse(t, allow_reserved=True): t for t in new}
-    out: dict[str, Emptied] = {}
-    size = {t: sum(p.bytes for p in pinned.partitions.values()) for t, pinned in new.items()}
+    size = {t: _size(new, stages, t) for t in new}
     # The largest tables first; once one joins nothing, the term is empty and is not probed further.
-    found_all = sorted(reductions(query, name, column_types(dict(new))), key=lambda r: -size[names[r.target]])
-    for r in found_all:
+    found_all = reductions(query, ObjectName.parse(changed, allow_reserved=True), columns or column_types(dict(new)))
+    out: dict[str, Emptied] = {}
+    for r in sorted(found_all, key=lambda r: -size[names[r.target]]):
         table = names[r.target]
-        target = new[table]
-        if table in out or target.snapshot_id is None or size[table] <= MIN_TARGET_BYTES:
+        if table in out or size[table] <= MIN_TARGET_BYTES:
             continue
         if any(not e.retracted for e in out.values()):
             break
         role = "new" if table < changed else "old"
-        own = deltas.get(table) if role == "old" else None
-        retracted = own is not None
-        if retracted:
-            keys_of_target = delta_keys(root, own, r.column)
-            if keys_of_target is None and assume and _uncached(root, own):
-                keys_of_target = DeltaKeys((), True)
-            if keys_of_target is None or not keys_of_target.retracts_only:
-                continue
-        source = deltas.get(changed)
-        keys = delta_keys(root, source, r.source)
-        if keys is None:
-            if assume and _uncached(root, source):
-                out[table] = Emptied(table, role, retracted, r.column, r.source, probe_bytes(target))
+        where = _target(stages, new, table, r.column, role)
+        source = _source(stages, deltas, changed, r.source)
+        if where is None or source is None:
             continue
-        found = cached_matches(root, target, r.column, keys.values)
+        target, column = where
+        own = deltas.get(table) if role == "old" else None
+        if own is not None and not _retracts_only(root, own, r.column, assume):
+            continue
+        keys = delta_keys(root, source[0], source[1])
+        if keys is None:
+            if assume and _uncached(root, source[0]):
+                out[table] = Emptied(table, role, own is not None, r.column, r.source, probe_bytes(target))
+            continue
+        found = cached_matches(root, target, column, keys.values)
         paid = 0
-        if found is None and run and rt.has_spark:
-            found, paid = matches(rt, target, r.column, keys.values), probe_bytes(target)
+        if found is None and (assume or (run and rt.has_spark)):
+            # The floor estimate counts a probe not run yet as finding nothing.
+            found, paid = 0 if assume else matches(rt, target, column, keys.values), probe_bytes(target)
         if found == 0:
-            out[table] = Emptied(table, role, retracted, r.column, r.source, paid)
+            out[table] = Emptied(table, role, own is not None, r.column, r.source, paid)
     return out
+
+
+def _size(new: Mapping[str, PinnedTable], stages: Mapping[str, StageKey], table: str) -> int:
+    pinned = new[stages[table].table] if table in stages else new[table]
+    return sum(p.bytes for p in pinned.partitions.values())
+
+
+def _target(
+    stages: Mapping[str, StageKey], new: Mapping[str, PinnedTable], table: str, column: str, role: str
+) -> tuple[PinnedTable, str] | None:
+    """(the Iceberg base table probed, its column) for a term reading ``table``'s
+    ``column``: the table itself, or a stage's key table when ``column`` is the key of a
+    stage of that one table read new (a stage read old would be recomputed over the key
+    table's retracted rows: not done)."""
+    if table in stages:
+        key = stages[table]
+        if role != "new" or column != key.key or key.tables != frozenset({key.table}):
+            return None
+        table, column = key.table, key.column
+    pinned = new.get(table)
+    return None if pinned is None or pinned.snapshot_id is None else (pinned, column)
+
+
+def _source(
+    stages: Mapping[str, StageKey], deltas: Mapping[str, PinnedTable | None], changed: str, column: str
+) -> tuple[PinnedTable | None, str] | None:
+    """(the signed change whose keys are probed, its column) for the delta of ``changed``'s
+    ``column``: a stage's delta holds keys of its key table's change only."""
+    if changed in stages:
+        key = stages[changed]
+        if column != key.key or key.tables != frozenset({key.table}):
+            return None
+        return deltas.get(key.table), key.column
+    return deltas.get(changed), column
+
+
+def _retracts_only(root: warehouse.Location, change: PinnedTable, column: str, assume: bool) -> bool:
+    keys = delta_keys(root, change, column)
+    if keys is None:
+        return assume and _uncached(root, change)
+    return keys.retracts_only
 
 
 def _uncached(root: warehouse.Location, change: PinnedTable | None) -> bool:
@@ -270,3 +320,59 @@ def term_emptied(
         for table, found in emptied(rt, term, changed, pinned, deltas, run=not assume, assume=assume).items():
             out[(changed, table)] = found
     return out
+
+
+def joins_nothing(
+    rt: Runtime, target: PinnedTable, column: str, change: PinnedTable | None, source: str, run: bool
+) -> bool:
+    """True when no row of ``target`` (as pinned now) holds in ``column`` a value of
+    ``source`` in the signed ``change`` (and the change holds no NULL there): the probe's
+    answer, run now when ``run`` and not stored. False when that is not known."""
+    if not ENABLED or target.snapshot_id is None:
+        return False
+    root = rt.iceberg.warehouse
+    keys = delta_keys(root, change, source)
+    if keys is None or keys.nulls:
+        return False
+    found = cached_matches(root, target, column, keys.values)
+    if found is None and run and rt.has_spark:
+        found = matches(rt, target, column, keys.values)
+    return found == 0
+
+
+def retracts_only(rt: Runtime, change: PinnedTable | None, column: str) -> bool:
+    """True when the signed ``change`` (in the change cache) holds no inserted row."""
+    keys = delta_keys(rt.iceberg.warehouse, change, column)
+    return keys is not None and keys.retracts_only
+
+
+@dataclass(frozen=True)
+class Prober:
+    """The probes as AUTO's estimate of a query over inner stages asks them
+    (:mod:`sparkmv.refresh.incremental.stage_cost`): run now unless ``assume``, where a
+    change not yet in the change cache counts as if they found nothing."""
+
+    rt: Runtime
+    pinned: Mapping[str, PinnedTable]
+    assume: bool
+
+    def nothing(self, table: str, column: str, change: PinnedTable | None, source: str) -> bool:
+        """True when no row of ``table`` holds in ``column`` a value of ``source`` in the
+        signed ``change`` (:func:`joins_nothing`)."""
+        if change is None or change.kind != "signed":
+            return False
+        if self.assume and _uncached(self.rt.iceberg.warehouse, change):
+            return True
+        if self.assume:  # the floor estimate: a probe not run yet counts as finding nothing
+            keys = delta_keys(self.rt.iceberg.warehouse, change, source)
+            target = self.pinned[table]
+            if keys is not None and cached_matches(self.rt.iceberg.warehouse, target, column, keys.values) is None:
+                return not keys.nulls
+        return joins_nothing(self.rt, self.pinned[table], column, change, source, run=not self.assume)
+
+    def retracting(self, change: PinnedTable | None, column: str) -> bool:
+        """True when ``change`` is signed and only retracts rows (or, when ``assume``, is
+        not yet read)."""
+        if change is None or change.kind != "signed":
+            return False
+        return _retracts_only(self.rt.iceberg.warehouse, change, column, self.assume)

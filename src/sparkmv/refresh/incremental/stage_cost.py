@@ -26,6 +26,7 @@ from sparkmv.analysis.incremental import IvmAnalysis, Stage
 from sparkmv.analysis.query import parse_query, referenced_tables, table_name
 from sparkmv.analysis.semijoin import reductions
 from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental.probe import Prober
 from sparkmv.refresh.incremental.pruned import (
     Joined,
     Loader,
@@ -130,18 +131,29 @@ def delta_range(change: BaseChange, column: str, load: Loader) -> tuple[Any, ...
 
 
 def stage_read_bytes(
-    analysis: IvmAnalysis, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], load: Loader
+    analysis: IvmAnalysis,
+    pinned: dict[str, PinnedTable],
+    changed: dict[str, BaseChange],
+    load: Loader,
+    prober: Prober | None = None,
 ) -> int | None:
     """Bytes one inner stage (``analysis``) reads to recompute its touched keys over one input
     (new or old): its key table's files overlapping the key's range in the appended files,
     its other tables whole. None when that cannot be told: no :class:`StageKey`, a changed
     table of the stage other than the key's, or a change that is not an append with
-    statistics (then the caller counts every table whole)."""
+    statistics (then the caller counts every table whole). 0 for a stage of one table
+    whose change only retracted rows none of whose keys the table holds now (``prober``:
+    the stage's delta is computed from the retracted rows alone,
+    :mod:`sparkmv.refresh.incremental.stages`)."""
     key = stage_key(analysis, pinned)
     if key is None:
         return None
     if {t for t in changed if t in key.tables} != {key.table}:
         return None
+    delta = changed[key.table].delta
+    if prober is not None and key.tables == frozenset({key.table}) and prober.retracting(delta, key.column):
+        if prober.nothing(key.table, key.column, delta, key.column):
+            return 0
     size = overlapping_bytes(load, pinned[key.table], key.column, delta_range(changed[key.table], key.column, load))
     return None if size is None else size + key.others
 
@@ -152,6 +164,7 @@ def staged_joined_bytes(
     changed: dict[str, BaseChange],
     load: Loader,
     kept: dict[str, int] | None = None,
+    prober: Prober | None = None,
 ) -> Joined | None:
     """The :class:`Joined` bytes of the delta terms of a query over inner stages (its
     ``staged_sql``, the delta rules above one level of stages): the term of a changed base
@@ -159,7 +172,9 @@ def staged_joined_bytes(
     tables and stages pruned by the range of the values its reductions filter by (module
     docstring); None when a stage has no :class:`StageKey` or stages of its own (the caller
     counts the tables whole). A stage read from its ``kept`` state (stage name -> bytes,
-    :mod:`sparkmv.refresh.incremental.stage_state`) costs that state."""
+    :mod:`sparkmv.refresh.incremental.stage_state`) costs that state. A read that a probe
+    finds joins nothing (``prober``, :mod:`sparkmv.refresh.incremental.probe`) costs
+    nothing."""
     if not analysis.stages or not analysis.staged_sql or analysis.keyed is not None:
         return None
     keys: dict[str, StageKey] = {}
@@ -189,6 +204,9 @@ def staged_joined_bytes(
                 total, whole = total + state_of[other], whole + state_of[other]
                 continue
             full = key.others + _bytes(pinned[key.table]) if key else _bytes(pinned[by_name[other]])
+            if prober is not None and _probed_empty(prober, found, source, other, stage_of, by_name, changed):
+                whole += full
+                continue
             best: int | None = None
             for r in (r for r in found if r.target == other):
                 if key is not None:
@@ -207,6 +225,34 @@ def staged_joined_bytes(
             total += full if best is None else best
             whole += full
     return Joined(total, whole, tuple(sorted(pruned_on)))
+
+
+def _probed_empty(
+    prober: Prober,
+    found: list[Any],
+    source: ObjectName,
+    other: ObjectName,
+    stage_of: dict[ObjectName, StageKey],
+    by_name: dict[ObjectName, str],
+    changed: dict[str, BaseChange],
+) -> bool:
+    """True when the term of ``source`` reads nothing of ``other`` by a probe: a stage of one
+    table read new (stages sort first) whose key table holds none of the change's keys, or
+    a base table read old whose change only retracted, holding none of a stage delta's keys
+    (:mod:`sparkmv.refresh.incremental.probe`)."""
+    single = {n: k for n, k in stage_of.items() if k.tables == frozenset({k.table})}
+    for r in (r for r in found if r.target == other):
+        if other in single and source in by_name and r.column == single[other].key:
+            key = single[other]
+            if prober.nothing(key.table, key.column, changed[by_name[source]].delta, r.source):
+                return True
+        elif source in single and other in by_name and r.source == single[source].key:
+            key, table = single[source], by_name[other]
+            own = changed.get(table)
+            retracting = own is None or prober.retracting(own.delta, r.column)
+            if retracting and prober.nothing(table, r.column, changed[key.table].delta, key.column):
+                return True
+    return False
 
 
 def _terms(
@@ -258,6 +304,7 @@ def stage_bytes(
     changed: dict[str, BaseChange] | None = None,
     load: Loader | None = None,
     kept: dict[str, int] | None = None,
+    prober: Prober | None = None,
 ) -> int:
     """Bytes the inner stages' virtual inputs cost about as much as reading: each stage
     (nested ones too) reads the base tables of its query twice, over the new and the old
@@ -273,7 +320,7 @@ def stage_bytes(
             others = [p for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables]
             total += 2 * kept[stage.name] + (sum(_bytes(p) for p in others) if len(others) > 1 else 0)
             continue
-        pruned = stage_read_bytes(stage.analysis, pinned, changed, load) if changed and load else None
+        pruned = stage_read_bytes(stage.analysis, pinned, changed, load, prober) if changed and load else None
         if pruned is None:
             # Over its own inner stages, a stage reads the tables of the query above them
             # (each inner stage is counted on its own, kept as state or recomputed).
@@ -281,5 +328,5 @@ def stage_bytes(
             pruned = sum(
                 _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
             )
-        total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load, kept)
+        total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load, kept, prober)
     return total

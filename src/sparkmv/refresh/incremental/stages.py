@@ -27,12 +27,16 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
+from sqlglot import exp
 
 from sparkmv.analysis.incremental import IvmAnalysis, Stage
-from sparkmv.analysis.query import parse_query
+from sparkmv.analysis.query import bind_tables, parse_query
 from sparkmv.analysis.signed import SIGN
+from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental import probe
 from sparkmv.refresh.incremental.delta import Views, key_filter
 from sparkmv.refresh.incremental.keyed import touched_keys
+from sparkmv.refresh.incremental.stage_cost import StageKey, stage_key
 from sparkmv.refresh.incremental.stage_state import StateStore, frames_from_state
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
@@ -115,6 +119,14 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
             inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
         return
     assert own.keyed is not None
+    key = None if stage.analysis.stages else stage_key(own, inputs.new)
+    if key is not None and key.tables == frozenset({key.table}):
+        views.stage_keys[stage.name] = key
+        retracted = _retracted_delta(rt, key, query, fresh, inputs)
+        if retracted is not None:
+            views.frames[(stage.name, "delta")] = views.persist(retracted)
+            inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
+            return
     with touched_keys(rt, own, fresh.schema, inputs.new, inputs.old, inputs.delta, views) as terms:
         if terms.union is None:
             return
@@ -124,6 +136,25 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
     # Cached: every term reading the stage's delta, and their reductions, reuse it.
     views.frames[(stage.name, "delta")] = views.persist(netted(restrict(fresh, True), restrict(before, True)))
     inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
+
+
+def _retracted_delta(
+    rt: Runtime, key: StageKey, query: exp.Query, fresh: DataFrame, inputs: StagedInputs
+) -> DataFrame | None:
+    """The delta of a stage keyed by a column of its one base table ``T`` when ``T``'s
+    change only retracted rows and a probe finds none of their keys in ``T`` now
+    (:mod:`sparkmv.refresh.incremental.probe`; TPC-H RF2 under Q4's and Q18's stages of
+    order keys): the stage over the new input holds none of the touched keys, and over the
+    old input, ``T``'s rows of those keys are exactly the retracted ones, so the delta is
+    the stage over the retracted rows, signed -1, and no scan of ``T``. None otherwise."""
+    change = inputs.delta.get(key.table)
+    if change is None or change.kind != "signed" or not probe.retracts_only(rt, change, key.column):
+        return None
+    if not probe.joins_nothing(rt, inputs.new[key.table], key.column, change, key.column, run=True):
+        return None
+    view = inputs.views.retracted(key.table, change)
+    before = rt.spark.sql(bind_tables(query, {ObjectName.parse(key.table, allow_reserved=True): view}))
+    return netted(fresh.where(F.lit(False)), before)
 
 
 def netted(plus: DataFrame, minus: DataFrame) -> DataFrame:
