@@ -214,3 +214,36 @@ def test_stages_of_order_keys_follow_orders_deleted_with_their_items_from_the_ch
         joined = re.search(r"joins (\S+) KiB", reason)
         assert "inner stages" not in reason and joined is not None, reason
         assert float(joined.group(1)) * 1024 < items_bytes / 4, (reason, items_bytes)  # cust's rows only
+
+
+def test_auto_reads_an_unread_change_when_its_probes_could_empty_the_terms(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """AUTO reads a large signed change before deciding only when INCREMENTAL could win
+    (its floor estimate): that estimate counts the probes not run yet as finding nothing,
+    so orders deleted with their items are read, probed and applied INCREMENTAL, where
+    without the probes every term would read the other table whole and FULL would win.
+    Three more MVs over both tables share reading the change (a quarter each), as TPC-H's
+    22 MVs share ``lineitem``'s."""
+    from sparkmv.refresh.incremental import decide
+
+    client, world = _setup(make_client, tmp_path)
+    # At this size only the proportions matter: no fixed costs; every change "large".
+    monkeypatch.setattr(decide, "JOIN_TERM_FIXED_BYTES", 0)
+    monkeypatch.setattr(decide, "SIGNED_FIXED_BYTES", 0)
+    client.sql("ALTER MATERIALIZED VIEW mv SET PROPERTIES ('refresh_mode' = 'AUTO')")
+    for i in range(3):
+        client.sql(
+            f"CREATE MATERIALIZED VIEW other{i} REFRESH DEFERRED AS SELECT o.ck, count(*) AS n "
+            "FROM lake.db.orders o JOIN lake.db.items i ON i.ok = o.ok GROUP BY o.ck"
+        )
+        assert client.refresh(f"other{i}").state == "SUCCESS"
+    world.delete_positions("orders", [8, 9, 2222])
+    world.delete_positions("items", [8, 9, 2222])
+    run = client.refresh("mv")
+    assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), (run.error, run.reason)
+    got = sorted((tuple(r) for r in rows_of(client.table("mv"))), key=repr)
+    assert got == world.oracle()
+    chosen = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
+    assert "probed for the keys of ok" in chosen["reason"], chosen["reason"]
+    assert "change cache" in chosen["reason"], chosen["reason"]  # both changes were read

@@ -60,6 +60,7 @@ _KEY_TYPES = ("int", "uint", "string", "large_string", "date32")
 
 _answers: dict[str, int] = {}
 _keys: dict[tuple[str, str], DeltaKeys | None] = {}
+"""Keys per (change cache key, column); only of changes in the change cache (immutable)."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,10 @@ def delta_keys(root: warehouse.Location, change: PinnedTable | None, column: str
         return None
     key = (change_cache.key(change), column.lower())
     if key not in _keys:
-        _keys[key] = _read_keys(root, change, column.lower())
+        found = _read_keys(root, change, column.lower())
+        if found is None and change_cache.cached_rows(root, change) is None:
+            return None  # not read yet: it may be read (and stored) later in this process
+        _keys[key] = found
     return _keys[key]
 
 
