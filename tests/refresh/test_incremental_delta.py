@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from sparkmv.analysis.incremental import analyze_incremental
 from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.signed import RETRACTED
-from sparkmv.refresh.incremental.delta import combine, recompute_retracted
+from sparkmv.refresh.incremental.merge_rows import combine, recompute_retracted
 
 pytestmark = [pytest.mark.spark]
 
@@ -76,7 +76,7 @@ def test_nothing_flagged_does_not_read_the_fresh_input(spark: Any) -> None:
 def test_key_filter_by_semi_join_on_a_stage_key_column(spark: Any) -> None:
     """More keys than are inlined as literals make a semi-join; a key column named like an
     inner stage's (``__smv_k0``, TPC-H Q17's decorrelated stage) must not make it ambiguous."""
-    from sparkmv.refresh.incremental.delta import KEYS_INLINE, key_filter
+    from sparkmv.refresh.incremental.merge_rows import KEYS_INLINE, key_filter
 
     n = KEYS_INLINE + 100
     frame = spark.createDataFrame([(i, i * 10) for i in range(2 * n)], "__smv_k0 int, v int")
@@ -92,7 +92,7 @@ def test_key_filter_semi_join_reads_only_the_keys_range(spark: Any, tmp_path: An
     """Behind the semi-join, the keys' range is a filter Spark pushes into the Parquet scan
     (new keys above the old ones: the old file is skipped by its statistics); a NULL key
     still keeps the rows whose key is NULL."""
-    from sparkmv.refresh.incremental.delta import KEYS_INLINE, key_filter
+    from sparkmv.refresh.incremental.merge_rows import KEYS_INLINE, key_filter
 
     n = KEYS_INLINE + 50
     old = spark.createDataFrame([(i, i) for i in range(n)] + [(None, -1)], "k long, v long")

@@ -24,7 +24,7 @@ SIGN = "__smv_sign"
 RETRACTED = "__smv_retracted"
 """Of a signed aggregate delta: a struct whose field ``r<j>`` is, per group, the MIN (for a
 MIN) or MAX (for a MAX) of the values retracted from the j-th MIN / MAX call of the select
-list (NULL: none retracted). After the merge (:func:`sparkmv.refresh.incremental.delta.combine`)
+list (NULL: none retracted). After the merge (:func:`sparkmv.refresh.incremental.merge_rows.combine`)
 it is the flag 1 for a group whose retracted value reaches its merged extreme (so the extreme
 may be gone and the group is recomputed), else 0."""
 

@@ -27,7 +27,8 @@ from sparkmv.analysis.incremental import IvmAnalysis
 from sparkmv.analysis.keyed import KeyedPlan
 from sparkmv.analysis.query import bind_occurrences, parse_query, table_occurrences
 from sparkmv.names import ObjectName
-from sparkmv.refresh.incremental.delta import SIGNED_KINDS, Terms, Views, key_filter, project_to
+from sparkmv.refresh.incremental.delta import SIGNED_KINDS, Terms, Views, project_to
+from sparkmv.refresh.incremental.merge_rows import key_filter
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.schema import normalize_for_iceberg
@@ -134,7 +135,7 @@ def replace_keys(current: DataFrame, fresh: DataFrame, keys: DataFrame, names: t
     (columns ``names``) is in ``keys`` replaced by the rows of ``fresh`` (the defining query
     over the new input, in the MV's schema) with that key; None when ``keys`` is empty.
     The keys filter both sides as
-    :func:`~sparkmv.refresh.incremental.delta.key_filter` says (literals pushed into the
+    :func:`~sparkmv.refresh.incremental.merge_rows.key_filter` says (literals pushed into the
     scans, or an anti-join and a semi-join)."""
     by_name = {c.lower(): c for c in keys.columns}
     restrict = key_filter(keys.select(*[F.col(f"`{by_name[n]}`") for n in names]), names, fresh)

@@ -4,7 +4,7 @@ them read, from Iceberg's per-file min/max statistics (issue 24; no data read).
 An inner stage keyed by one column of one base table (TPC-H Q4's ``SELECT DISTINCT
 l_orderkey ...``, Q18's ``SELECT l_orderkey ... GROUP BY l_orderkey HAVING ...``) is
 recomputed for its touched keys through a key filter whose range Spark pushes into the scan
-(:func:`~sparkmv.refresh.incremental.delta.key_range`), and the delta terms above it read
+(:func:`~sparkmv.refresh.incremental.merge_rows.key_range`), and the delta terms above it read
 it filtered by the semi-join reduction of the changed table's join column
 (:mod:`sparkmv.refresh.incremental.semijoin`), pushed the same way. So, as for base tables
 (:mod:`sparkmv.refresh.incremental.pruned`), such a read costs the files of the stage's key

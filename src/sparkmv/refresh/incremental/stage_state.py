@@ -12,7 +12,7 @@ files in a companion directory of the MV's table, ``<MV location>/state/<stage>/
 never part of the MV's Iceberg table (an outside reader of the MV sees none of it). A run
 then reads the old frame of the stage from the state, derives the stage's partial rows from
 the base tables' change by the delta rules, merges them into the state per key (as an
-aggregate MV merges its delta, :func:`~sparkmv.refresh.incremental.delta.combine`), writes
+aggregate MV merges its delta, :func:`~sparkmv.refresh.incremental.merge_rows.combine`), writes
 the new state, and gives the stage above the old and new state netted (the rows of the keys
 that changed): the stage costs its change and its state, not its base tables.
 This is how Feldera and RisingWave keep an aggregate's state per key between steps.
@@ -200,7 +200,8 @@ def frames_from_state(
     driver): a state is far smaller than the base tables it summarizes (TPC-H SF1's
     ``avg(l_quantity)`` per part: 200,000 rows, 2.6 MiB, for 6 million rows of
     ``lineitem``)."""
-    from sparkmv.refresh.incremental.delta import combine, delta_terms, project_to
+    from sparkmv.refresh.incremental.delta import delta_terms, project_to
+    from sparkmv.refresh.incremental.merge_rows import combine
 
     state = decomposable(stage)
     if state is None:

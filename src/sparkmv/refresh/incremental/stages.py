@@ -34,8 +34,9 @@ from sparkmv.analysis.query import bind_tables, parse_query
 from sparkmv.analysis.signed import SIGN
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental import probe
-from sparkmv.refresh.incremental.delta import Views, key_filter
+from sparkmv.refresh.incremental.delta import Views
 from sparkmv.refresh.incremental.keyed import touched_keys
+from sparkmv.refresh.incremental.merge_rows import key_filter
 from sparkmv.refresh.incremental.stage_cost import StageKey, stage_key
 from sparkmv.refresh.incremental.stage_state import StateStore, frames_from_state
 from sparkmv.refresh.runtime import Runtime

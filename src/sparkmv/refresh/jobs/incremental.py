@@ -43,14 +43,9 @@ from sparkmv.refresh.incremental.affected import (
     partition_files,
 )
 from sparkmv.refresh.incremental.decide import IncrementalInput, mv_analysis
-from sparkmv.refresh.incremental.delta import (
-    combine,
-    delta_terms,
-    merge_signed_rows,
-    project_to,
-    recompute_retracted,
-)
+from sparkmv.refresh.incremental.delta import delta_terms, project_to
 from sparkmv.refresh.incremental.keyed import replace_keys, touched_keys
+from sparkmv.refresh.incremental.merge_rows import combine, merge_signed_rows, recompute_retracted
 from sparkmv.refresh.incremental.stage_state import StateStore
 from sparkmv.refresh.incremental.stages import StagedInputs, staged_inputs
 from sparkmv.refresh.jobs.base import ChunkOutcome
