@@ -383,7 +383,7 @@ def _stage_prober(
     if strict and not assume:
         for c in changed.values():
             netting.netted(rt, c, True)
-    return probe.Prober(rt, pinned, assume)
+    return probe.Prober(rt, pinned, {t: c.delta for t, c in changed.items()}, assume)
 
 
 def change_json(change: BaseChange) -> dict[str, Any]:

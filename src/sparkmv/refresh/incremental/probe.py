@@ -250,6 +250,9 @@ def emptied(
             continue
         found = cached_matches(root, target, column, keys.values)
         paid = 0
+        probed = stages[table].table if table in stages else table
+        if found is None and not promising(root, deltas, probed, column, source[0], keys, assume):
+            continue
         if found is None and (assume or (run and rt.has_spark)):
             # The floor estimate counts a probe not run yet as finding nothing.
             found, paid = 0 if assume else matches(rt, target, column, keys.values), probe_bytes(target)
@@ -326,12 +329,59 @@ def term_emptied(
     return out
 
 
-def joins_nothing(
-    rt: Runtime, target: PinnedTable, column: str, change: PinnedTable | None, source: str, run: bool
+def promising(
+    root: warehouse.Location,
+    deltas: Mapping[str, PinnedTable | None],
+    table: str,
+    column: str,
+    change: PinnedTable | None,
+    keys: DeltaKeys,
+    assume: bool = False,
 ) -> bool:
-    """True when no row of ``target`` (as pinned now) holds in ``column`` a value of
-    ``source`` in the signed ``change`` (and the change holds no NULL there): the probe's
-    answer, run now when ``run`` and not stored. False when that is not known."""
+    """True when a probe of ``table``'s ``column`` for the ``keys`` of ``change`` is worth
+    its read (about a column of the table), because the keys' rows are likely gone: the
+    table's own change (another than ``change``) retracted rows holding every key in that
+    column, or, for the table's own change, another changed table's change retracted only
+    and holds every key in one of its columns. A child deleted with its parent, or the
+    parent with its children (TPC-H's RF2: orders with their lineitems). Otherwise the keys'
+    rows are likely still there (a lineitem deleted, its part kept) and the probe would
+    read the column for nothing. ``assume``: a change not read yet counts as covering."""
+    wanted = set(keys.values)
+    own = deltas.get(table)
+    if own is not None and own is not change:
+        theirs = delta_keys(root, own, column)
+        if theirs is None:
+            return assume and _uncached(root, own)
+        return wanted <= set(theirs.values)
+    for other, delta in deltas.items():
+        if other == table or delta is None or delta is change or delta.kind != "signed":
+            continue
+        if _uncached(root, delta):
+            if assume:
+                return True
+            continue
+        rows = change_cache.load(root, delta)
+        for name in rows.column_names if rows is not None else []:
+            theirs = delta_keys(root, delta, name) if name != SIGN_COLUMN else None
+            if theirs is not None and theirs.retracts_only and wanted <= set(theirs.values):
+                return True
+    return False
+
+
+def joins_nothing(
+    rt: Runtime,
+    table: str,
+    target: PinnedTable,
+    column: str,
+    change: PinnedTable | None,
+    source: str,
+    run: bool,
+    deltas: Mapping[str, PinnedTable | None],
+) -> bool:
+    """True when no row of ``target`` (base table ``table`` as pinned now) holds in
+    ``column`` a value of ``source`` in the signed ``change`` (and the change holds no NULL
+    there): the probe's answer, run now when ``run``, not stored and :func:`promising`
+    (``deltas``: every changed table's change). False when that is not known."""
     if not ENABLED or target.snapshot_id is None:
         return False
     root = rt.iceberg.warehouse
@@ -339,7 +389,7 @@ def joins_nothing(
     if keys is None or keys.nulls:
         return False
     found = cached_matches(root, target, column, keys.values)
-    if found is None and run and rt.has_spark:
+    if found is None and run and rt.has_spark and promising(root, deltas, table, column, change, keys):
         found = matches(rt, target, column, keys.values)
     return found == 0
 
@@ -358,6 +408,7 @@ class Prober:
 
     rt: Runtime
     pinned: Mapping[str, PinnedTable]
+    deltas: Mapping[str, PinnedTable | None]
     assume: bool
 
     def nothing(self, table: str, column: str, change: PinnedTable | None, source: str) -> bool:
@@ -371,8 +422,11 @@ class Prober:
             keys = delta_keys(self.rt.iceberg.warehouse, change, source)
             target = self.pinned[table]
             if keys is not None and cached_matches(self.rt.iceberg.warehouse, target, column, keys.values) is None:
-                return not keys.nulls
-        return joins_nothing(self.rt, self.pinned[table], column, change, source, run=not self.assume)
+                root = self.rt.iceberg.warehouse
+                return not keys.nulls and promising(root, self.deltas, table, column, change, keys, assume=True)
+        return joins_nothing(
+            self.rt, table, self.pinned[table], column, change, source, run=not self.assume, deltas=self.deltas
+        )
 
     def retracting(self, change: PinnedTable | None, column: str) -> bool:
         """True when ``change`` is signed and only retracts rows (or, when ``assume``, is

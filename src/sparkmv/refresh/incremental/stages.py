@@ -151,7 +151,9 @@ def _retracted_delta(
     change = inputs.delta.get(key.table)
     if change is None or change.kind != "signed" or not probe.retracts_only(rt, change, key.column):
         return None
-    if not probe.joins_nothing(rt, inputs.new[key.table], key.column, change, key.column, run=True):
+    deltas = {t: d for t, d in inputs.delta.items() if t in inputs.new and inputs.new[t].kind != STAGE_KIND}
+    target = inputs.new[key.table]
+    if not probe.joins_nothing(rt, key.table, target, key.column, change, key.column, run=True, deltas=deltas):
         return None
     view = inputs.views.retracted(key.table, change)
     before = rt.spark.sql(bind_tables(query, {ObjectName.parse(key.table, allow_reserved=True): view}))
