@@ -236,8 +236,11 @@ def _netted_where_worth_it(
     # merge-on-read one its share; with a rewrite netted to nothing, could INCREMENTAL win?
     cost = {t: netting.shared_read_bytes(rt, changes[t]) for t in pending}
     if eager and pending:
+        # A change already in the change cache counts as its netted rows (not its files).
         floor = {
-            t: replace(c, delta_bytes=cost[t] if netting.read_exactly(c) else 0) if t in pending else c
+            t: replace(c, delta_bytes=cost[t] if netting.read_exactly(c) else 0)
+            if t in pending
+            else netting.netted(rt, c, False)
             for t, c in changes.items()
         }
         estimate = _estimate(rt, mv, inp, analysis, floor, assume=True).estimate_bytes
