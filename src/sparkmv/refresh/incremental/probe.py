@@ -21,10 +21,18 @@ the term as it was. Exact either way: a row of the term meets every equi-join, s
 found empty, the same idea as Spark's runtime filters, and the keys are the change's netted
 rows in the change cache (:mod:`sparkmv.sources.change_cache`), read without Spark.
 
-A probe's answer depends only on ``Tj``'s snapshot, the column and the keys, so it is
-stored beside the change cache (``<warehouse>/_sparkmv_changes/probe-<key>.json``) and
-every MV over the same change finds it there: TPC-H's seven joins of ``lineitem`` and
-``orders`` pay for two probes in all.
+A probe reads a column of ``Tj``, so it is run only where it is likely to find nothing
+(:func:`promising`): when another change retracted rows holding every key, a parent
+deleted with its children or children with their parent. A probe's answer depends only on
+``Tj``'s snapshot, the column and the keys, so it is stored beside the change cache
+(``<warehouse>/_sparkmv_changes/probe-<key>.json``) and every MV over the same change finds
+it there: TPC-H's joins of ``lineitem`` and ``orders`` pay for two probes in all.
+
+An inner stage keyed by a plain column of its one base table (TPC-H Q4's and Q18's stages
+of order keys over ``lineitem``) is probed through that table: read new, it joins nothing
+when the table holds none of the keys; and its own delta, when the table's change only
+retracted rows whose keys the table no longer holds, is the stage over the retracted rows
+alone (:mod:`sparkmv.refresh.incremental.stages`).
 """
 
 from __future__ import annotations
