@@ -237,9 +237,10 @@ def _probed_empty(
     changed: dict[str, BaseChange],
 ) -> bool:
     """True when the term of ``source`` reads nothing of ``other`` by a probe: a stage of one
-    table read new (stages sort first) whose key table holds none of the change's keys, or
-    a base table read old whose change only retracted, holding none of a stage delta's keys
-    (:mod:`sparkmv.refresh.incremental.probe`)."""
+    table read new (stages sort first) whose key table holds none of the change's keys; a
+    base table read old whose change only retracted, holding none of a stage delta's keys;
+    or a base table holding none of another base table's change's keys (read old: only if
+    its own change retracted only) (:mod:`sparkmv.refresh.incremental.probe`)."""
     single = {n: k for n, k in stage_of.items() if k.tables == frozenset({k.table})}
     for r in (r for r in found if r.target == other):
         if other in single and source in by_name and r.column == single[other].key:
@@ -251,6 +252,12 @@ def _probed_empty(
             own = changed.get(table)
             retracting = own is None or prober.retracting(own.delta, r.column)
             if retracting and prober.nothing(table, r.column, changed[key.table].delta, key.column):
+                return True
+        elif source in by_name and other in by_name:  # two base tables, as the terms order them
+            table, mine = by_name[other], by_name[source]
+            own = changed.get(table) if table > mine else None  # read old: its retracted rows
+            retracting = own is None or prober.retracting(own.delta, r.column)
+            if retracting and prober.nothing(table, r.column, changed[mine].delta, r.source):
                 return True
     return False
 
