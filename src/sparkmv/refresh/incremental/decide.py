@@ -294,10 +294,15 @@ def _estimate(
     appended = sum(c.delta_bytes for c in changed.values())
     load = lambda p: iceberg_table(rt, p)  # noqa: E731
     kept = kept_states(rt.iceberg.load(mv.name).location(), analysis, changes) if changed else {}
-    strict = mv.properties.refresh_mode == "INCREMENTAL"
-    prober = _stage_prober(rt, inp.pinned, changed, assume, strict)
+    if mv.properties.refresh_mode == "INCREMENTAL" and not assume:
+        # A strict run reads its signed changes anyway: read them now, into the change
+        # cache, where the probes find their keys.
+        for c in changed.values():
+            if c.kind == SIGNED:
+                netting.netted(rt, c, True)
+    prober = _stage_prober(rt, inp.pinned, changed, assume)
     join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept, prober) if changed else None
-    empty = _probed(rt, analysis, inp.pinned, changed, assume, strict) if join is None and changed else {}
+    empty = _probed(rt, analysis, inp.pinned, changed, assume) if join is None and changed else {}
     join = join or joined_bytes(analysis, inp.pinned, changed, load, {k: e.probed_bytes for k, e in empty.items()})
     joined = join.bytes
     rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
@@ -358,34 +363,24 @@ def _probed(
     pinned: dict[str, PinnedTable],
     changed: dict[str, BaseChange],
     assume: bool,
-    strict: bool,
 ) -> dict[tuple[str, str], probe.Emptied]:
     """The probes of the delta terms of signed changes (:mod:`sparkmv.refresh.incremental.probe`),
-    run now unless ``assume``; none for an affected-key recomputation. ``strict``: the run
-    is INCREMENTAL whatever the estimate, so the changes it reads anyway are read now (into
-    the change cache, where the probes find their keys)."""
+    run now unless ``assume``; none for an affected-key recomputation."""
     if analysis.keyed is not None or not any(c.kind == SIGNED for c in changed.values()):
         return {}
     from sparkmv.analysis.query import parse_query
-
-    if strict and not assume:
-        changed = {t: netting.netted(rt, c, True) for t, c in changed.items()}
 
     query = parse_query(analysis.merged_sql or analysis.augmented_sql)
     return probe.term_emptied(rt, query, pinned, {t: c.delta for t, c in changed.items()}, assume)
 
 
 def _stage_prober(
-    rt: Runtime, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], assume: bool, strict: bool
+    rt: Runtime, pinned: dict[str, PinnedTable], changed: dict[str, BaseChange], assume: bool
 ) -> probe.Prober | None:
     """The probes of the inner stages' reads (:mod:`sparkmv.refresh.incremental.stage_cost`)
-    when a change is signed; a strict INCREMENTAL run reads its changes now (as
-    :func:`_probed`)."""
+    when a change is signed."""
     if not any(c.kind == SIGNED for c in changed.values()):
         return None
-    if strict and not assume:
-        for c in changed.values():
-            netting.netted(rt, c, True)
     return probe.Prober(rt, pinned, {t: c.delta for t, c in changed.items()}, assume)
 
 

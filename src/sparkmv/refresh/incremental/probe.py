@@ -58,18 +58,19 @@ if TYPE_CHECKING:
     from sparkmv.refresh.runtime import Runtime
 
 MAX_KEYS = 50_000
-"""Most distinct keys of a change a probe filters by (an IN set of literals)."""
+"""Most distinct keys of a change a probe filters by (a broadcast relation of them)."""
 MIN_TARGET_BYTES = 16 * 1024 * 1024
 """A table of at most this many bytes is not probed: the term reads it whole for less."""
 ENABLED = True
 """Module switch (tests and benchmarks compare with it off)."""
 _KEY_TYPES = ("int", "uint", "string", "large_string", "date32")
-"""Arrow types of keys that make exact Spark literals (no float, decimal or timestamp)."""
+"""Arrow types of keys that compare exactly as the join does (no float, decimal or timestamp)."""
 
 _PROBE_KEY = "__smv_probe_key"
 _answers: dict[str, int] = {}
-_keys: dict[tuple[str, str], DeltaKeys | None] = {}
-"""Keys per (change cache key, column); only of changes in the change cache (immutable)."""
+_keys: dict[str, dict[str, DeltaKeys | None]] = {}
+"""Column (lower case) -> keys, per change cache key; only of changes in the change cache
+(immutable), each read once."""
 
 
 @dataclass(frozen=True)
@@ -116,35 +117,42 @@ def delta_keys(root: warehouse.Location, change: PinnedTable | None, column: str
     """The :class:`DeltaKeys` of ``column`` in the signed ``change`` as the change cache
     holds it; None when it is not cached, not signed, holds more than :data:`MAX_KEYS`
     distinct values or the column is of another type than :data:`_KEY_TYPES`."""
+    return _columns_keys(root, change).get(column.lower())
+
+
+def _columns_keys(root: warehouse.Location, change: PinnedTable | None) -> dict[str, DeltaKeys | None]:
+    """Column (lower case) -> :func:`delta_keys` of every column of the signed ``change``,
+    from one read of its change cache entry; empty when it is not there (yet: a change not
+    read is not remembered, it may be read and stored later in this process)."""
     if change is None or change.kind != "signed":
-        return None
-    key = (change_cache.key(change), column.lower())
+        return {}
+    key = change_cache.key(change)
     if key not in _keys:
-        found = _read_keys(root, change, column.lower())
-        if found is None and change_cache.cached_rows(root, change) is None:
-            return None  # not read yet: it may be read (and stored) later in this process
-        _keys[key] = found
+        rows = change_cache.load(root, change)
+        if rows is None:
+            return {}
+        _keys[key] = _read_keys(rows)
     return _keys[key]
 
 
-def _read_keys(root: warehouse.Location, change: PinnedTable, column: str) -> DeltaKeys | None:
+def _read_keys(rows: Any) -> dict[str, DeltaKeys | None]:
+    """:func:`_columns_keys` of a change's netted rows (an Arrow table)."""
     import pyarrow.compute as pc
 
-    rows = change_cache.load(root, change)
-    if rows is None:
-        return None
-    names = {n.lower(): n for n in rows.column_names}
-    if column not in names or SIGN_COLUMN not in rows.column_names:
-        return None
-    values = rows.column(names[column])
-    if not str(values.type).startswith(_KEY_TYPES):
-        return None
-    distinct = pc.unique(values.drop_null())
-    if len(distinct) > MAX_KEYS:
-        return None
+    if SIGN_COLUMN not in rows.column_names:
+        return {}
     signs = rows.column(SIGN_COLUMN)
-    inserts = len(signs) > 0 and pc.max(signs).as_py() > 0
-    return DeltaKeys(tuple(sorted(distinct.to_pylist())), not inserts, values.null_count > 0)
+    retracts_only = not (len(signs) > 0 and pc.max(signs).as_py() > 0)
+    out: dict[str, DeltaKeys | None] = {}
+    for name in rows.column_names:
+        values = rows.column(name)
+        if name == SIGN_COLUMN or not str(values.type).startswith(_KEY_TYPES):
+            out[name.lower()] = None
+            continue
+        distinct = pc.unique(values.drop_null())
+        keys = tuple(sorted(distinct.to_pylist())) if len(distinct) <= MAX_KEYS else None
+        out[name.lower()] = None if keys is None else DeltaKeys(keys, retracts_only, values.null_count > 0)
+    return out
 
 
 def answer_key(target: PinnedTable, column: str, values: tuple[Any, ...]) -> str:
@@ -376,9 +384,7 @@ def promising(
             if assume:
                 return True
             continue
-        rows = change_cache.load(root, delta)
-        for name in rows.column_names if rows is not None else []:
-            theirs = delta_keys(root, delta, name) if name != SIGN_COLUMN else None
+        for theirs in _columns_keys(root, delta).values():
             if theirs is not None and theirs.retracts_only and wanted <= set(theirs.values):
                 return True
     return False
