@@ -21,6 +21,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (
     ArrayType,
     BinaryType,
+    DataType,
     DecimalType,
     MapType,
     StructType,
@@ -31,6 +32,7 @@ from pyspark.sql.types import (
 from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis, OutputColumn
 from sparkmv.analysis.signed import RETRACTED, SIGN
 from sparkmv.refresh.incremental.delta import project_to
+from sparkmv.refresh.incremental.literals import any_row_sql
 
 
 def _q(name: str) -> str:
@@ -156,7 +158,7 @@ def key_filter(
         return None
     types = {f.name.lower(): f.dataType for f in fresh.schema.fields}
     if len(found) <= KEYS_INLINE and all(literal_safe(types[n.lower()]) for n in names):
-        wanted = any_of(list(names), found)
+        wanted = any_of(list(names), found, [types[n.lower()] for n in names])
         return lambda frame, keep: frame.where(wanted if keep else ~F.coalesce(wanted, F.lit(False)))
     cond = [F.col(_q(n)).eqNullSafe(F.col(f"{_KEY_PREFIX}{i}")) for i, n in enumerate(names)]
     within = key_range(renamed, names, types)
@@ -211,9 +213,14 @@ def literal_safe(kind: object) -> bool:
     return not isinstance(kind, (TimestampType, TimestampNTZType, StructType, ArrayType, MapType, BinaryType))
 
 
-def any_of(keys: list[str], found: Sequence[Sequence[object]]) -> Column:
+def any_of(keys: list[str], found: Sequence[Sequence[object]], types: Sequence[DataType] | None = None) -> Column:
     """The condition "the group key is one of ``found``" (NULL-safe), as an IN list for one
-    key column."""
+    key column. With the key columns' ``types``, written as one SQL expression of literals
+    (:func:`~sparkmv.refresh.incremental.literals.any_row_sql`: one Py4J call, not one per
+    value) where every value has an exact literal."""
+    sql = any_row_sql(keys, found, [t.jsonValue() for t in types]) if types else None
+    if sql is not None:
+        return F.expr(sql)
     if len(keys) == 1:
         values = [r[0] for r in found]
         column = F.col(_q(keys[0]))

@@ -6,7 +6,8 @@ equi-join ties a column of ``Tj`` to a column of ``Ti`` (:mod:`sparkmv.analysis.
 says where that is sound), ``Tj`` is read filtered by the values ``ΔTi`` holds in that column
 (collected first: one small Spark job over the delta, which the term reads anyway):
 
-- up to :data:`MAX_IN_VALUES` distinct non-NULL values: ``Tj.y IN (<literals>)``; Spark
+- up to :data:`MAX_IN_VALUES` distinct non-NULL values: ``Tj.y IN (<literals>)`` (one SQL
+  expression, :mod:`~sparkmv.refresh.incremental.literals`); Spark
   pushes it into the Parquet scan (as an IN filter, or beyond
   ``spark.sql.parquet.pushdown.inFilterThreshold`` values as their min/max range), which
   skips row groups, and the join reads far fewer rows;
@@ -33,6 +34,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.semijoin import INTEGER_TYPES, Reduction, reductions
 from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental.literals import in_list_sql
 
 MAX_IN_VALUES = 1000
 """Most distinct delta values filtered as an IN list of literals (else as their range)."""
@@ -124,7 +126,7 @@ class Reducer:
         out: dict[str, Reduced] = {}
         for r in found:
             table = names[r.target]
-            text, cond = _condition(r, *values[r.source])
+            text, cond = _condition(r, *values[r.source], columns[r.target][r.column])
             got = values[r.source][1]
             integer = columns[r.target][r.column] in INTEGER_TYPES
             bounds = [(r.column, (got[0], got[-1]) if got else ())] if integer else []
@@ -166,11 +168,14 @@ def _literal_type(kind: object) -> bool:
     return not kind.startswith(("timestamp", "binary")) and kind not in ("void", "variant", "float", "double")
 
 
-def _condition(r: Reduction, kind: str, values: list[object]) -> tuple[str, Column]:
-    """The filter of ``r``'s target column by the collected ``values``."""
+def _condition(r: Reduction, kind: str, values: list[object], target_type: object) -> tuple[str, Column]:
+    """The filter of ``r``'s target column (of Spark JSON type ``target_type``) by the
+    collected ``values``: an IN list as one SQL expression of literals of the target's type
+    (:mod:`~sparkmv.refresh.incremental.literals`; ``isin`` costs a Py4J call per value)."""
     column = F.col(_q(r.column))
     if not values:
         return f"FALSE (no non-NULL {r.source} in the delta)", F.lit(False)
     if kind == "in":
-        return f"{r.column} IN ({len(values)} values of {r.source})", column.isin(values)
+        sql = in_list_sql(r.column, values, target_type)
+        return f"{r.column} IN ({len(values)} values of {r.source})", F.expr(sql) if sql else column.isin(values)
     return f"{r.column} BETWEEN min and max of {r.source}", column.between(F.lit(values[0]), F.lit(values[1]))
