@@ -29,6 +29,19 @@ SPARK_CONF = {
 }
 
 
+_SERVER_FIXTURES = {"spark_cluster", "connect_server", "cluster_target", "connect_target"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test``: ``-n 2 --dist loadgroup``) the tests of the
+    session's Spark standalone cluster and Connect server run on one worker, which starts
+    them once; spread over both, each worker would start its own."""
+    for item in items:
+        if _SERVER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.xdist_group("spark-servers"))
+
+
 def _pg_unreachable_reason() -> str | None:
     try:
         import psycopg

@@ -18,6 +18,7 @@ from sparkmv.refresh.incremental.literals import any_row_sql, in_list_sql, sql_l
 from sparkmv.refresh.incremental.merge_rows import any_of
 
 D = decimal.Decimal
+Day = datetime.date
 CASES: list[tuple[T.DataType, list[Any], Any]] = [
     (T.ByteType(), [-128, 0, 127], 5),
     (T.ShortType(), [-32768, 7, 32767], 5),
@@ -26,7 +27,7 @@ CASES: list[tuple[T.DataType, list[Any], Any]] = [
     (T.DecimalType(15, 2), [D("-0.01"), D("1E+2"), D("9999999999999.99")], D("0.02")),
     (T.DecimalType(38, 10), [D("1234567890123456789012345678.0123456789")], D("1")),
     (T.StringType(), ["it's", "back\\slash", "", "ünï €", "new\nline", "x' OR TRUE --"], "y"),
-    (T.DateType(), [datetime.date(1, 1, 1), datetime.date(1998, 12, 1), datetime.date(9999, 12, 31)], datetime.date(2000, 1, 1)),
+    (T.DateType(), [Day(1, 1, 1), Day(1998, 12, 1), Day(9999, 12, 31)], Day(2000, 1, 1)),
     (T.BooleanType(), [True], False),
     (T.DoubleType(), [0.1, -1e308, float("nan"), float("inf")], 0.2),
     (T.FloatType(), [0.10000000149011612, 3.4028234663852886e38], 0.5),  # float32 values
@@ -38,11 +39,13 @@ def _canonical(value: Any) -> str:
 
 
 @pytest.mark.parametrize(("dtype", "values", "other"), CASES, ids=[c[0].simpleString() for c in CASES])
-def test_each_literal_is_its_value_of_the_columns_type(spark: Any, dtype: T.DataType, values: list[Any], other: Any) -> None:
+def test_each_literal_is_its_value_of_the_columns_type(
+    spark: Any, dtype: T.DataType, values: list[Any], other: Any
+) -> None:
     literals = [sql_literal(v, dtype.jsonValue()) for v in values]
     assert None not in literals
-    row = spark.sql("SELECT " + ", ".join(f"{t} AS c{i}" for i, t in enumerate(literals))).first()
     got = spark.sql("SELECT " + ", ".join(f"{t} AS c{i}" for i, t in enumerate(literals)))
+    row = got.first()
     assert all(f.dataType == dtype for f in got.schema.fields)
     for i, v in enumerate(values):
         assert row[i] == v or (v != v and row[i] != row[i])  # NaN equals itself in Spark only
