@@ -528,5 +528,43 @@ def test_a_large_merge_on_read_change_is_read_by_spark_as_the_arrow_reader_reads
     )
     assert expected == [(1, "b", -1), (2, "d", -1), (3, "f", 1)]
     monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", 0)
+    monkeypatch.setattr(signed, "ARROW_REPOSITIONED_BYTES", 0)
     rows = signed.read(spark, change.delta, lambda: table)
     assert sorted((r["p"], r["v"], r["__smv_sign"]) for r in rows.collect()) == expected
+
+
+@pytest.mark.spark
+def test_rows_at_deleted_positions_are_read_on_the_driver_above_the_netting_size(
+    spark, table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Kept files with new position deletes are read in Arrow up to ARROW_REPOSITIONED_BYTES
+    however large the netting size says they are: only their deleted rows stay in memory."""
+    import dataclasses
+
+    import pyarrow.compute as pc
+
+    from sparkmv.demo.iceberg_deletes import delete_rows
+    from sparkmv.sources import signed
+    from sparkmv.storage import position_deletes
+
+    table.append(_rows((1, "a"), (1, "b"), (1, "c")))
+    table.append(_rows((2, "d"), (2, "e")))
+    consumed = _pin(table)
+    delete_rows(table, lambda t: pc.is_in(t.column("v"), pa.array(["a", "c", "e"])), per_partition=True)
+    change = signed.signed_change(consumed, dataclasses.replace(consumed, snapshot_id=_sid(table)), table)
+    assert change.delta is not None and set(change.delta.partitions) == {signed.REPOSITIONED}
+    monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", 0)
+
+    def no_spark_scan(*args: object) -> None:
+        raise AssertionError("read by a Spark scan")
+
+    monkeypatch.setattr(position_deletes, "read_at", no_spark_scan)
+    rows = signed.read(spark, change.delta, lambda: table)
+    assert sorted((r["p"], r["v"], r["__smv_sign"]) for r in rows.collect()) == [
+        (1, "a", -1),
+        (1, "c", -1),
+        (2, "e", -1),
+    ]
+    assert not signed.in_arrow_on_the_driver(
+        {signed.REPOSITIONED: dataclasses.replace(change.delta.partitions[signed.REPOSITIONED], bytes=2**31)}
+    )

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -198,7 +199,7 @@ def read(
         cached = change_cache.load(cache_root, pinned)
         if cached is not None:
             return _from_arrow(spark, cached, schema)
-    if sum(p.bytes for p in parts.values()) <= ARROW_NETTING_BYTES:
+    if in_arrow_on_the_driver(parts):
         in_arrow = _netted_in_arrow(pinned, load(), [f.name for f in schema.fields])
         if in_arrow is not None:
             if cache_root is not None:
@@ -278,6 +279,21 @@ ARROW_NETTING_BYTES = 64 * 1024 * 1024
 """A signed Iceberg change whose files total at most this many bytes is read and netted in
 Arrow on the driver (no Spark shuffle; Spark then sees the few netted rows as a local
 relation, with exact statistics for its join planning); a larger one is netted by Spark."""
+ARROW_REPOSITIONED_BYTES = 1024 * 1024 * 1024
+"""Kept data files with newly deleted positions (merge-on-read deletes) up to this many bytes
+in all are read on the driver too, whatever :data:`ARROW_NETTING_BYTES` says: only their rows
+at the changed positions stay in memory (a file at a time per thread), and the Spark scan
+with row positions joined to the deleted ones cost 2-5.5 s against pyarrow's 0.7 s for
+TPC-H SF1 RF2's 5,869 deleted lineitems in 86 files (bench/RESULTS.md, ninth session)."""
+
+
+def in_arrow_on_the_driver(parts: dict[str, PinnedPartition]) -> bool:
+    """True when the change of these roles is read and netted in Arrow on the driver: the
+    files read whole total at most :data:`ARROW_NETTING_BYTES`, the files read at changed
+    positions (:data:`REPOSITIONED`) at most :data:`ARROW_REPOSITIONED_BYTES`."""
+    whole = sum(p.bytes for role, p in parts.items() if role != REPOSITIONED)
+    repositioned = parts[REPOSITIONED].bytes if REPOSITIONED in parts else 0
+    return whole <= ARROW_NETTING_BYTES and repositioned <= ARROW_REPOSITIONED_BYTES
 
 
 def _from_arrow(spark: SparkSession, arrow: pa.Table, schema: StructType) -> DataFrame:
@@ -428,10 +444,16 @@ def _repositioned(table: Table, old: list[FileScanTask], new: list[FileScanTask]
     from sparkmv.storage.position_deletes import deleted_positions
 
     changed = _changed_positions(deleted_positions(table.io, old), deleted_positions(table.io, new))
-    out: list[pa.Table] = []
-    for task in new:
+
+    def at_positions(task: FileScanTask) -> pa.Table | None:
         mine = changed.filter(pc.equal(changed.column("file_path"), task.file.file_path))
-        if mine.num_rows:
-            raw = _scan(table, [FileScanTask(task.file)], columns)
-            out.append(raw.take(mine.column("pos")).append_column(SIGN_COLUMN, mine.column(SIGN_COLUMN)))
+        if not mine.num_rows:
+            return None
+        raw = _scan(table, [FileScanTask(task.file)], columns)
+        return raw.take(mine.column("pos")).append_column(SIGN_COLUMN, mine.column(SIGN_COLUMN))
+
+    # Two files at a time: decoding is pyarrow's (it releases the GIL), and only the taken
+    # rows outlive a file's read.
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        out = [t for t in pool.map(at_positions, new) if t is not None]
     return pa.concat_tables(out) if out else pa.table({SIGN_COLUMN: pa.array([], pa.int32())})

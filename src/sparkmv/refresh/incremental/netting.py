@@ -7,8 +7,11 @@ Two kinds of Iceberg delete differ by orders of magnitude here:
   netting (:func:`sparkmv.sources.signed.netted`) reduces to the rows really deleted: two
   reads of each rewritten file and a shuffle of all their rows;
 * **merge-on-read** (position delete files or deletion vectors; no data file removed): the
-  change is exactly the rows at the deleted positions, read by one scan of the touched
-  files joined with the positions (:mod:`sparkmv.storage.position_deletes`); nothing to net.
+  change is exactly the rows at the deleted positions: up to
+  :data:`~sparkmv.sources.signed.ARROW_REPOSITIONED_BYTES` of touched files read on the
+  driver by pyarrow, each file's rows taken at its positions; beyond, one Spark scan of the
+  touched files joined with the positions (:mod:`sparkmv.storage.position_deletes`);
+  nothing to net.
 
 Either read is stored once in the change cache (:mod:`sparkmv.sources.change_cache`) and
 serves every MV over the table that consumed the same snapshot. A copy-on-write netting is
