@@ -46,7 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkmv.analysis.semijoin import reductions
 from sparkmv.names import ObjectName
-from sparkmv.sources import change_cache
+from sparkmv.sources import change_cache, key_counts
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.signed import SIGN_COLUMN
 from sparkmv.storage import warehouse
@@ -182,25 +182,16 @@ def cached_matches(root: warehouse.Location, target: PinnedTable, column: str, v
 
 def matches(rt: Runtime, target: PinnedTable, column: str, values: tuple[Any, ...]) -> int:
     """Rows of ``target`` (read as pinned, deletes applied) whose ``column`` is one of
-    ``values``: the stored answer, or one Spark job reading that column, then stored."""
+    ``values``: the stored answer, or counted now and stored: on the driver by pyarrow
+    (:func:`~sparkmv.sources.key_counts.count_matching`) or by one Spark job reading that
+    column."""
     root = rt.iceberg.warehouse
     found = cached_matches(root, target, column, values)
     if found is not None:
         return found
-    from pyspark.sql import functions as F
-    from pyspark.sql.types import StructField, StructType
-
-    from sparkmv.sources.resolve import read_pinned
-
-    frame = read_pinned(rt.spark, target, store=rt.iceberg)
-    field = next(f for f in frame.schema.fields if f.name.lower() == column.lower())
-    count = 0
-    if values:
-        # A broadcast semi-join with the keys as a small relation: an IN list of literals
-        # costs a Py4J call per value (4.6 s for 6,000 keys) and slows Spark's optimizer.
-        schema = StructType([StructField(_PROBE_KEY, field.dataType)])
-        keys = F.broadcast(rt.spark.createDataFrame([(v,) for v in values], schema))
-        count = int(frame.join(keys, F.col(f"`{field.name}`") == keys[_PROBE_KEY], "left_semi").count())
+    count = key_counts.count_matching(target, column, values, rt.iceberg) if values else 0
+    if count is None:
+        count = _spark_matches(rt, target, column, values)
     key = answer_key(target, column, values)
     _answers[key] = count
     where = _location(root, key)
@@ -212,10 +203,26 @@ def matches(rt: Runtime, target: PinnedTable, column: str, values: tuple[Any, ..
     return count
 
 
+def _spark_matches(rt: Runtime, target: PinnedTable, column: str, values: tuple[Any, ...]) -> int:
+    """:func:`matches` counted by one Spark job (a table too large for the driver, or not
+    Iceberg): ``target`` as pinned, semi-joined with the keys."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    from sparkmv.sources.resolve import read_pinned
+
+    frame = read_pinned(rt.spark, target, store=rt.iceberg)
+    field = next(f for f in frame.schema.fields if f.name.lower() == column.lower())
+    # A broadcast semi-join with the keys as a small relation: an IN list of literals
+    # costs a Py4J call per value (4.6 s for 6,000 keys) and slows Spark's optimizer.
+    schema = StructType([StructField(_PROBE_KEY, field.dataType)])
+    keys = F.broadcast(rt.spark.createDataFrame([(v,) for v in values], schema))
+    return int(frame.join(keys, F.col(f"`{field.name}`") == keys[_PROBE_KEY], "left_semi").count())
+
+
 def probe_bytes(target: PinnedTable) -> int:
     """What a probe of one column reads: the table's bytes over its column count."""
-    columns = max(1, len(json.loads(target.schema_json).get("fields", [])))
-    return sum(p.bytes for p in target.partitions.values()) // columns
+    return key_counts.column_bytes(target)
 
 
 def emptied(
