@@ -36,8 +36,11 @@ $(STAMP): pyproject.toml
 demo: install
 	SPARKMV_HOME=.sparkmv-demo $(BIN)/sparkmv demo --scale-factor $${SF:-1} --data data/tpch
 
+# Two workers (pytest-xdist): the suite waits on Py4J, subprocesses and servers about half the
+# time, so two JVMs on 2 cores took 12 min 42 s against 23-25 min for one (bench/RESULTS.md).
+# The tests of the session's Spark cluster and Connect server share one worker (loadgroup).
 test: install lint-imports
-	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -m "not long"
+	$(BIN)/python -m pytest -q -p no:cacheprovider --durations=25 -m "not long" -n 2 --dist loadgroup
 
 # The differential suite against DuckDB with ten times the hypothesis examples, and the
 # tests marked `long` (left out of `make test` for time).
