@@ -20,6 +20,7 @@ from pyiceberg.expressions import In
 from sparkmv.demo.iceberg_deletes import delete_rows
 from sparkmv.refresh.incremental import delta, probe
 from sparkmv.sources import change_cache
+from sparkmv.storage import position_deletes
 from tests.helpers import rows_of
 from tests.refresh.test_semijoin import _scans
 
@@ -122,10 +123,14 @@ def test_orders_deleted_with_their_items_read_neither_table(
 ) -> None:
     client, world = _setup(make_client, tmp_path)
     terms = _terms(monkeypatch)
+    set_up: list[Any] = []  # merge-on-read scans set up (each learns its files' spellings first)
+    spellings = position_deletes.spark_spellings
+    monkeypatch.setattr(position_deletes, "spark_spellings", lambda *a: set_up.append(a) or spellings(*a))
     keys = [5, 777, 1500, 2999, 1234]
     world.delete_positions("orders", keys)
     world.delete_positions("items", keys)
     run = _check(client, world)
+    assert set_up == []  # probed first: neither table's merge-on-read scan was even set up
     reason = run.candidates[0]["reason"]
     # Sorted by name: the items term reads orders old (its retracted rows), the orders term
     # reads items new (no row joins).

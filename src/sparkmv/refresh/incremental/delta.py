@@ -44,6 +44,7 @@ from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 from sparkmv.sources.signed import SIGN_COLUMN
+from sparkmv.storage.schema import schema_from_json
 
 if TYPE_CHECKING:
     from sparkmv.refresh.incremental.stage_cost import StageKey
@@ -186,18 +187,24 @@ class Views:
         the ``i``-th read more than once, only its ``occurrence``-th reference is its delta,
         the ones before it new and those after it old
         (:func:`~sparkmv.analysis.incremental.occurrence_terms`)."""
-        views: dict[ObjectName, str] = {}
         roles: dict[str, tuple[str, PinnedTable]] = {}
         for j, table in enumerate(sorted(new)):
             role, source = ("new", new[table]) if j < i else ("delta", delta[table]) if j == i else ("old", old[table])
             roles[table] = (role, source)
-            views[ObjectName.parse(table, allow_reserved=True)] = self.view(table, role, source)
         changed = sorted(new)[i]
+        # Probed first: a table found joining nothing (or only its retracted rows) is never
+        # read, not even set up (a merge-on-read table's scan learns its files' spellings
+        # with a Spark job as it is set up).
+        probed = self._probed_views(query, changed, new, delta, roles) if occurrence is None else {}
+        views = {
+            ObjectName.parse(t, allow_reserved=True): probed[t] if t in probed else self.view(t, role, source)
+            for t, (role, source) in roles.items()
+        }
         frames = {t: self.rt.spark.table(views[ObjectName.parse(t, allow_reserved=True)]) for t in roles}
         rows = [p.rows for p in delta[changed].partitions.values()]
         known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
-        sizes = {  # bytes of each base table as pinned; None for a virtual input (an inner stage)
-            t: None if (t, role) in self.frames else sum(p.bytes for p in src.partitions.values())
+        sizes = {  # bytes of each base table as pinned (0: probed, not reduced); None for an inner stage
+            t: None if (t, role) in self.frames else 0 if t in probed else sum(p.bytes for p in src.partitions.values())
             for t, (role, src) in roles.items()
         }
         pinned = {t: src for t, (_, src) in roles.items() if sizes.get(t) is not None}
@@ -216,9 +223,6 @@ class Views:
             self.reduced.append(f"term of '{changed}': '{table}' {reduced.text}")
             log.info("semi-join reduction: %s", self.reduced[-1])
         if occurrence is None:
-            columns = {ObjectName.parse(t, allow_reserved=True): column_types(f) for t, f in frames.items()}
-            self._empty_probed(query, changed, new, delta, views, columns)
-        if occurrence is None:
             return self.rt.spark.sql(bind_tables(query, views))
         own = ObjectName.parse(changed, allow_reserved=True)
         ranks = itertools.count()
@@ -232,32 +236,51 @@ class Views:
             bound.append(views[name] if rank == occurrence else self.view(changed, role, source))
         return self.rt.spark.sql(bind_occurrences(query, bound))
 
-    def _empty_probed(
+    def _probed_views(
         self,
         query: exp.Query,
         changed: str,
         new: dict[str, PinnedTable],
         delta: dict[str, PinnedTable],
-        views: dict[ObjectName, str],
-        columns: dict[ObjectName, dict[str, object]],
-    ) -> None:
-        """Bind, in ``views``, each base table (or inner stage keyed by its one table's
-        column) a probe found joining none of the change's keys at its new position
-        (:mod:`sparkmv.refresh.incremental.probe`) to nothing, or to the rows its own change
-        retracted (read old); ``columns``: every input's column types."""
+        roles: dict[str, tuple[str, PinnedTable]],
+    ) -> dict[str, str]:
+        """Base table (or inner stage keyed by its one table's column) -> the view it is
+        bound to in the term of ``changed``, for each one a probe found joining none of the
+        change's keys at its new position (:mod:`sparkmv.refresh.incremental.probe`): an
+        empty view, or the rows its own change retracted (read old); ``roles``: each input's
+        role and pinned source in the term."""
+        columns = {
+            ObjectName.parse(t, allow_reserved=True): column_types(self.frames[(t, role)])
+            if (t, role) in self.frames
+            else {f.name.lower(): f.dataType.jsonValue() for f in schema_from_json(src.schema_json).fields}
+            for t, (role, src) in roles.items()
+        }
         found_all = probe.emptied(
             self.rt, query, changed, new, dict(delta), run=True, stages=self.stage_keys, columns=columns
         )
+        out: dict[str, str] = {}
         for table, found in found_all.items():
-            name = ObjectName.parse(table, allow_reserved=True)
             if found.retracted:
-                views[name] = self.retracted(table, delta[table])
+                out[table] = self.retracted(table, delta[table])
                 text = f"only its retracted rows join ({found.column} probed for the keys of {found.source})"
             else:
-                views[name] = self.filtered(table, found.role, new[table], "probed empty", F.lit(False))
+                out[table] = self.empty(table, found.role, new[table])
                 text = f"no row joins ({found.column} probed for the keys of {found.source})"
             self.reduced.append(f"term of '{changed}': '{table}' {text}")
             log.info("probe: %s", self.reduced[-1])
+        return out
+
+    def empty(self, table: str, role: str, pinned: PinnedTable) -> str:
+        """The name of an empty temporary view with the columns of ``table`` (in ``role``),
+        set up without reading it."""
+        key = (table, f"{role} probed empty")
+        if key not in self.created:
+            self.created[key] = name = f"__smv_d{next(_views)}"
+            frame = self.frames.get((table, role))  # an inner stage's virtual input
+            if frame is None:
+                frame = self.rt.spark.createDataFrame([], schema_from_json(pinned.schema_json))
+            frame.where(F.lit(False)).createOrReplaceTempView(name)
+        return self.created[key]
 
     def retracted(self, table: str, change: PinnedTable) -> str:
         """The name of a temporary view of the rows the signed ``change`` of ``table``
