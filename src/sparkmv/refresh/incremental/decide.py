@@ -18,15 +18,14 @@ from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental import netting, probe
-from sparkmv.refresh.incremental.candidates import Candidate, choose, describe, size_text
+from sparkmv.refresh.incremental.candidates import Candidate, choose, describe
+from sparkmv.refresh.incremental.estimate import Costs, change_json, cost_text
 from sparkmv.refresh.incremental.pruned import iceberg_table, joined_bytes
 from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
 from sparkmv.sources.changes import APPEND, APPLICABLE, NOT_APPEND_ONLY, SIGNED, UNCHANGED, BaseChange, base_change
-from sparkmv.sources.delta_cdf import SOURCE_TEXT as FEED_TEXT
-from sparkmv.sources.delta_cdf import from_feed
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.refreshable import changelog_delta
 from sparkmv.storage.iceberg import IcebergStore
@@ -290,8 +289,25 @@ def _estimate(
     """The INCREMENTAL candidate's estimate and the change-ratio cap (see module
     :mod:`sparkmv.refresh.incremental.candidates`); ``assume``: a signed change not yet
     read counts as if its probes found nothing (the floor estimate)."""
+    costs = _costs(rt, mv, inp, analysis, changes, assume)
+    changed = costs.changed
+    parts = cost_text(analysis, costs, changes)
+    base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
+    shares = (netting.changed_share(c, inp.pinned[t], _bytes(inp.pinned[t])) for t, c in changed.items())
+    ratio = sum(shares) / base_bytes
+    limit = mv.properties.incremental_max_change_ratio
+    read = [change_json(c) for _, c in sorted(changes.items())]
+    if changed and ratio > limit and mv.properties.refresh_mode == "AUTO":
+        why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
+        return Candidate("INCREMENTAL", False, costs.total, why, changes=read)
+    return Candidate("INCREMENTAL", True, costs.total, "; ".join(parts), changes=read)
+
+
+def _costs(
+    rt: Runtime, mv: MvDefinition, inp: PlanInput, analysis: IvmAnalysis, changes: dict[str, BaseChange], assume: bool
+) -> Costs:
+    """The :class:`Costs` of refreshing ``mv`` incrementally from ``changes``."""
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
-    appended = sum(c.delta_bytes for c in changed.values())
     load = lambda p: iceberg_table(rt, p)  # noqa: E731
     kept = kept_states(rt.iceberg.load(mv.name).location(), analysis, changes) if changed else {}
     if mv.properties.refresh_mode == "INCREMENTAL" and not assume:
@@ -304,57 +320,19 @@ def _estimate(
     join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept, prober) if changed else None
     empty = _probed(rt, analysis, inp.pinned, changed, assume) if join is None and changed else {}
     join = join or joined_bytes(analysis, inp.pinned, changed, load, {k: e.probed_bytes for k, e in empty.items()})
-    joined = join.bytes
-    rewritten = _rewritten_bytes(rt, mv, analysis, changed) if changed else 0
-    recomputed = _recomputed_bytes(inp, analysis, changed)
-    keyed = _keyed_bytes(inp) if analysis.keyed is not None and changed else 0
-    staged = stage_bytes(inp.pinned, analysis.stages, changed, load, kept, prober) if changed else 0
-    fixed = SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0
-    terms = JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0
-    total = appended + joined + rewritten + recomputed + keyed + staged + fixed + terms
-    parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
-    if analysis.keyed is not None:
-        parts.insert(0, f"{analysis.technique} of the group keys ({', '.join(analysis.keyed.keys)})")
-    if keyed:
-        parts.append(f"recomputes the touched groups from the new input filtered by their keys (~{size_text(keyed)})")
-    if kept:
-        names = ", ".join(sorted(kept))
-        parts.append(
-            f"inner stages ({names}) merge their change into their kept state ({size_text(sum(kept.values()))})"
-        )
-    if staged and any(s.name not in kept for s in analysis.stages):
-        names = ", ".join(s.name for s in analysis.stages if s.name not in kept)
-        parts.append(
-            f"inner stages ({names}) recompute their touched keys over the old and new input (~{size_text(staged)})"
-        )
-    for (table, other), e in sorted(empty.items()):
-        joins = "only its retracted rows join" if e.retracted else "no row joins"
-        parts.append(f"term of '{table}': '{other}' {joins} ({e.column} probed for the keys of {e.source})")
-    if join.pruned_on:
-        on = ", ".join(join.pruned_on)
-        parts.append(f"joins {size_text(joined)} of {size_text(join.whole)} (min/max pruning on {on})")
-    elif joined:
-        parts.append(f"joins {size_text(joined)}")
-    if rewritten:
-        parts.append(f"rewrites ~{size_text(rewritten)} of the MV")
-    if recomputed:
-        parts.append(f"recomputes MIN/MAX groups reaching a retracted value, reading ~{size_text(recomputed)}")
-    if fixed:
-        parts.append(f"applying signed rows costs about as much as reading {size_text(fixed)}")
-    if terms:
-        parts.append(f"{len(changed)} join term(s) cost about as much as reading {size_text(terms)}")
-    compactions = sum(c.compactions for c in changes.values())
-    if compactions:
-        parts.append(f"{compactions} compaction snapshot(s) skipped")
-    base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
-    shares = (netting.changed_share(c, inp.pinned[t], _bytes(inp.pinned[t])) for t, c in changed.items())
-    ratio = sum(shares) / base_bytes
-    limit = mv.properties.incremental_max_change_ratio
-    read = [change_json(c) for _, c in sorted(changes.items())]
-    if changed and ratio > limit and mv.properties.refresh_mode == "AUTO":
-        why = f"change ratio {ratio:.2f} exceeds incremental_max_change_ratio {limit:g} ({'; '.join(parts)})"
-        return Candidate("INCREMENTAL", False, total, why, changes=read)
-    return Candidate("INCREMENTAL", True, total, "; ".join(parts), changes=read)
+    return Costs(
+        changed,
+        join,
+        empty,
+        kept,
+        appended=sum(c.delta_bytes for c in changed.values()),
+        rewritten=_rewritten_bytes(rt, mv, analysis, changed) if changed else 0,
+        recomputed=_recomputed_bytes(inp, analysis, changed),
+        keyed=_keyed_bytes(inp) if analysis.keyed is not None and changed else 0,
+        staged=stage_bytes(inp.pinned, analysis.stages, changed, load, kept, prober) if changed else 0,
+        fixed=SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0,
+        terms=JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0,
+    )
 
 
 def _probed(
@@ -382,50 +360,6 @@ def _stage_prober(
     if not any(c.kind == SIGNED for c in changed.values()):
         return None
     return probe.Prober(rt, pinned, {t: c.delta for t, c in changed.items()}, assume)
-
-
-def change_json(change: BaseChange) -> dict[str, Any]:
-    """The change of one base table as stored with the INCREMENTAL candidate
-    (:attr:`Candidate.changes`)."""
-    return {
-        "table": change.table,
-        "kind": change.kind,
-        "rows_added": change.delta_rows if change.kind in APPLICABLE else 0,
-        "rows_retracted": change.rows_retracted,
-        "files_read": change.files_read or _files(change),
-        "bytes_read": change.delta_bytes,
-        "reason": change.reason,
-        "source": FEED_TEXT if from_feed(change.delta) else None,
-    }
-
-
-def _files(change: BaseChange) -> int:
-    return sum(len(p.files) for p in change.delta.partitions.values()) if change.delta is not None else 0
-
-
-def change_text(change: BaseChange) -> str:
-    """The change of one base table for the INCREMENTAL candidate's reason.
-
-    >>> from sparkmv.sources.pinned import PinnedTable
-    >>> old = PinnedTable("t", "iceberg", "{}", [])
-    >>> change_text(BaseChange("t", SIGNED, None, old, old, 2048, 10, rows_retracted=4, files_read=2))
-    "base table 't': +10 / -4 rows (signed change log), 2 files read (2.0 KiB)"
-    >>> change_text(BaseChange("t", APPEND, None, old, old, 10, None))
-    "base table 't': 10 bytes appended"
-    """
-    if change.kind == SIGNED and change.netted_rows is not None:
-        return (
-            f"base table '{change.table}': {change.netted_rows} rows netted from +{change.delta_rows or 0} / "
-            f"-{change.rows_retracted} (signed change log, change cache: {size_text(change.delta_bytes)})"
-        )
-    if change.kind == SIGNED:
-        source = f", {FEED_TEXT}" if from_feed(change.delta) else ""
-        return (
-            f"base table '{change.table}': +{change.delta_rows or 0} / -{change.rows_retracted} rows (signed change "
-            f"log{source}), {change.files_read} files read ({size_text(change.delta_bytes)})"
-        )
-    rows = f" ({change.delta_rows} rows)" if change.delta_rows is not None else ""
-    return f"base table '{change.table}': {size_text(change.delta_bytes)} appended{rows}"
 
 
 JOIN_TERM_FIXED_BYTES = 16 * 1024 * 1024

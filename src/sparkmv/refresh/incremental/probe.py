@@ -44,7 +44,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sparkmv.analysis.semijoin import reductions
+from sparkmv.analysis.semijoin import Reduction, reductions
 from sparkmv.names import ObjectName
 from sparkmv.sources import change_cache, key_counts
 from sparkmv.sources.pinned import PinnedTable
@@ -253,7 +253,6 @@ def emptied(
     from sparkmv.refresh.incremental.pruned import column_types
 
     stages = stages or {}
-    root = rt.iceberg.warehouse
     names = {ObjectName.parse(t, allow_reserved=True): t for t in new}
     size = {t: _size(new, stages, t) for t in new}
     # The largest tables first; once one joins nothing, the term is empty and is not probed further.
@@ -265,31 +264,49 @@ def emptied(
             continue
         if any(not e.retracted for e in out.values()):
             break
-        role = "new" if table < changed else "old"
-        where = _target(stages, new, table, r.column, role)
-        source = _source(stages, deltas, changed, r.source)
-        if where is None or source is None:
-            continue
-        target, column = where
-        own = deltas.get(table) if role == "old" else None
-        if own is not None and not _retracts_only(root, own, r.column, assume):
-            continue
-        keys = delta_keys(root, source[0], source[1])
-        if keys is None:
-            if assume and _uncached(root, source[0]):
-                out[table] = Emptied(table, role, own is not None, r.column, r.source, probe_bytes(target))
-            continue
-        found = cached_matches(root, target, column, keys.values)
-        paid = 0
-        probed = stages[table].table if table in stages else table
-        if found is None and not promising(root, deltas, probed, column, source[0], keys, assume):
-            continue
-        if found is None and (assume or (run and rt.has_spark)):
-            # The floor estimate counts a probe not run yet as finding nothing.
-            found, paid = 0 if assume else matches(rt, target, column, keys.values), probe_bytes(target)
-        if found == 0:
-            out[table] = Emptied(table, role, own is not None, r.column, r.source, paid)
+        found = _emptied_by(rt, r, table, changed, new, deltas, stages, run, assume)
+        if found is not None:
+            out[table] = found
     return out
+
+
+def _emptied_by(
+    rt: Runtime,
+    r: Reduction,
+    table: str,
+    changed: str,
+    new: Mapping[str, PinnedTable],
+    deltas: Mapping[str, PinnedTable | None],
+    stages: Mapping[str, StageKey],
+    run: bool,
+    assume: bool,
+) -> Emptied | None:
+    """The :class:`Emptied` of ``table`` (the target of reduction ``r``) in the term of
+    ``changed``, as :func:`emptied` describes; None when it is not probed or rows were found."""
+    root = rt.iceberg.warehouse
+    role = "new" if table < changed else "old"
+    where = _target(stages, new, table, r.column, role)
+    source = _source(stages, deltas, changed, r.source)
+    if where is None or source is None:
+        return None
+    target, column = where
+    own = deltas.get(table) if role == "old" else None
+    if own is not None and not _retracts_only(root, own, r.column, assume):
+        return None
+    keys = delta_keys(root, source[0], source[1])
+    if keys is None:
+        if assume and _uncached(root, source[0]):
+            return Emptied(table, role, own is not None, r.column, r.source, probe_bytes(target))
+        return None
+    found = cached_matches(root, target, column, keys.values)
+    paid = 0
+    probed = stages[table].table if table in stages else table
+    if found is None and not promising(root, deltas, probed, column, source[0], keys, assume):
+        return None
+    if found is None and (assume or (run and rt.has_spark)):
+        # The floor estimate counts a probe not run yet as finding nothing.
+        found, paid = 0 if assume else matches(rt, target, column, keys.values), probe_bytes(target)
+    return Emptied(table, role, own is not None, r.column, r.source, paid) if found == 0 else None
 
 
 def _size(new: Mapping[str, PinnedTable], stages: Mapping[str, StageKey], table: str) -> int:

@@ -17,6 +17,7 @@ instead (:func:`kept_states`, :func:`stage_bytes`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +25,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.incremental import IvmAnalysis, Stage
 from sparkmv.analysis.query import parse_query, referenced_tables, table_name
-from sparkmv.analysis.semijoin import reductions
+from sparkmv.analysis.semijoin import Reduction, reductions
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental.probe import Prober
 from sparkmv.refresh.incremental.pruned import (
@@ -207,24 +208,40 @@ def staged_joined_bytes(
             if prober is not None and _probed_empty(prober, found, source, other, stage_of, by_name, changed):
                 whole += full
                 continue
-            best: int | None = None
-            for r in (r for r in found if r.target == other):
-                if key is not None:
-                    size = (
-                        overlapping_bytes(load, pinned[key.table], key.column, bounds_of(r.source))
-                        if r.column == key.key
-                        else None
-                    )
-                    size = None if size is None else size + key.others
-                else:
-                    size = overlapping_bytes(load, pinned[by_name[other]], r.column, bounds_of(r.source))
-                if size is not None and (best is None or size < best):
-                    best = size
-                    if size < full:
-                        pruned_on.add(r.source)
+            table = pinned[key.table if key else by_name[other]]
+            best, on = _pruned_read(found, other, key, table, load, bounds_of, full)
+            pruned_on.update(on)
             total += full if best is None else best
             whole += full
     return Joined(total, whole, tuple(sorted(pruned_on)))
+
+
+def _pruned_read(
+    found: list[Reduction],
+    other: ObjectName,
+    key: StageKey | None,
+    table: PinnedTable,
+    load: Loader,
+    bounds_of: Callable[[str], Any],
+    full: int,
+) -> tuple[int | None, set[str]]:
+    """The fewest bytes a term reads of ``other`` (a base table, or a stage keyed by ``key``
+    over ``table``; ``full`` bytes unpruned) pruned by one of the reductions ``found`` (the
+    range of values ``bounds_of`` its source column gives), and the source columns that
+    pruned it below ``full``; None when no reduction prunes by file statistics."""
+    best: int | None = None
+    on: set[str] = set()
+    for r in (r for r in found if r.target == other):
+        if key is not None:
+            size = overlapping_bytes(load, table, key.column, bounds_of(r.source)) if r.column == key.key else None
+            size = None if size is None else size + key.others
+        else:
+            size = overlapping_bytes(load, table, r.column, bounds_of(r.source))
+        if size is not None and (best is None or size < best):
+            best = size
+            if size < full:
+                on.add(r.source)
+    return best, on
 
 
 def _probed_empty(
