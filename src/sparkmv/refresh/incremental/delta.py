@@ -214,6 +214,8 @@ class Views:
         ranges = None if (changed, "delta") in self.frames else functools.partial(known_range, load, delta[changed])
         conditions = self.reducer.conditions(query, changed, frames, known, sizes, skips, ranges)
         for table, reduced in conditions.items():
+            if table in probed:  # already read as nothing, or as its retracted rows only
+                continue
             role, source = roles[table]
             if sizes.get(table) is not None:  # a base table (not an inner stage): read only the files that may match
                 source = files_within(load, source, reduced.bounds)
