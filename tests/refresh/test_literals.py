@@ -66,6 +66,10 @@ def test_values_without_an_exact_literal_give_none() -> None:
     assert sql_literal(datetime.datetime(2020, 1, 1), "timestamp") is None
     assert sql_literal(1, {"type": "struct", "fields": []}) is None
     assert in_list_sql("c", [1, "x"], "integer") is None
+    # a decimal that the column's type cannot hold exactly: no literal (it would round, or
+    # overflow, which ANSI mode makes an error)
+    assert sql_literal(D("1.255"), "decimal(15,2)") is None
+    assert sql_literal(D("12345"), "decimal(5,2)") is None
 
 
 def test_any_of_keeps_the_rows_the_null_safe_comparison_keeps(spark: Any) -> None:

@@ -45,7 +45,7 @@ def sql_literal(value: object, kind: object) -> str | None:
     >>> sql_literal(-128, "byte"), sql_literal(128, "byte")
     ('-128Y', None)
     >>> sql_literal(decimal.Decimal("1E+2"), "decimal(15,2)")
-    "CAST('100' AS DECIMAL(15,2))"
+    "CAST('100.00' AS DECIMAL(15,2))"
     >>> sql_literal("it's", "string")
     "CAST(X'69742773' AS STRING)"
     >>> sql_literal(datetime.date(1995, 3, 15), "date")
@@ -64,7 +64,7 @@ def sql_literal(value: object, kind: object) -> str | None:
             return None  # out of the type's range: no literal of that type
         return f"{value}{_INTEGER_SUFFIX[kind]}"
     if kind.startswith("decimal(") and isinstance(value, (decimal.Decimal, int)):
-        return f"CAST('{decimal.Decimal(value):f}' AS {kind.upper()})"
+        return _decimal_literal(decimal.Decimal(value), kind)
     if kind == "string" and isinstance(value, str):
         return f"CAST(X'{value.encode('utf-8').hex().upper()}' AS STRING)"
     if kind == "date" and isinstance(value, datetime.date) and not isinstance(value, datetime.datetime):
@@ -73,6 +73,26 @@ def sql_literal(value: object, kind: object) -> str | None:
         text = repr(value) if math.isfinite(value) or math.isnan(value) else ("inf" if value > 0 else "-inf")
         return f"CAST('{text}' AS {kind.upper()})"
     return None
+
+
+def _decimal_literal(value: decimal.Decimal, kind: str) -> str | None:
+    """``value`` as a literal of ``kind`` (``decimal(p,s)``), or None when it does not fit
+    exactly: more fractional digits than ``s`` would round, more than ``p`` digits in all
+    would overflow (an error under ANSI mode).
+
+    >>> _decimal_literal(decimal.Decimal("1.5"), "decimal(3,1)")
+    "CAST('1.5' AS DECIMAL(3,1))"
+    >>> D = decimal.Decimal
+    >>> _decimal_literal(D("1.25"), "decimal(3,1)"), _decimal_literal(D(100), "decimal(3,1)")
+    (None, None)
+    """
+    precision, scale = (int(x) for x in kind[len("decimal(") : -1].split(","))
+    if not value.is_finite():
+        return None
+    exact = value.quantize(decimal.Decimal(1).scaleb(-scale), context=decimal.Context(prec=100))
+    if exact != value or len(exact.as_tuple().digits) > precision:
+        return None
+    return f"CAST('{exact:f}' AS {kind.upper()})"
 
 
 def in_list_sql(column: str, values: Sequence[object], kind: object) -> str | None:
