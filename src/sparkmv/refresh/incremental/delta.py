@@ -38,6 +38,7 @@ from sparkmv.analysis.query import bind_occurrences, bind_tables, parse_query, t
 from sparkmv.analysis.signed import signed_query, unsigned_projection
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental import probe
+from sparkmv.refresh.incremental.pruned import column_types as pinned_column_types
 from sparkmv.refresh.incremental.pruned import files_within, iceberg_table, known_range, prunes
 from sparkmv.refresh.incremental.semijoin import Reducer, column_types
 from sparkmv.refresh.runtime import Runtime
@@ -200,30 +201,7 @@ class Views:
             ObjectName.parse(t, allow_reserved=True): probed[t] if t in probed else self.view(t, role, source)
             for t, (role, source) in roles.items()
         }
-        frames = {t: self.rt.spark.table(views[ObjectName.parse(t, allow_reserved=True)]) for t in roles}
-        rows = [p.rows for p in delta[changed].partitions.values()]
-        known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
-        sizes = {  # bytes of each base table as pinned (0: probed, not reduced); None for an inner stage
-            t: None if (t, role) in self.frames else 0 if t in probed else sum(p.bytes for p in src.partitions.values())
-            for t, (role, src) in roles.items()
-        }
-        pinned = {t: src for t, (_, src) in roles.items() if sizes.get(t) is not None}
-        load = functools.partial(iceberg_table, self.rt)
-        skips = functools.partial(prunes, load, pinned, delta[changed])
-        # An inner stage's delta is a frame of its own: its values are collected.
-        ranges = None if (changed, "delta") in self.frames else functools.partial(known_range, load, delta[changed])
-        conditions = self.reducer.conditions(query, changed, frames, known, sizes, skips, ranges)
-        for table, reduced in conditions.items():
-            if table in probed:  # already read as nothing, or as its retracted rows only
-                continue
-            role, source = roles[table]
-            if sizes.get(table) is not None:  # a base table (not an inner stage): read only the files that may match
-                source = files_within(load, source, reduced.bounds)
-            views[ObjectName.parse(table, allow_reserved=True)] = self.filtered(
-                table, role, source, f"{reduced.text} of '{changed}'", reduced.cond
-            )
-            self.reduced.append(f"term of '{changed}': '{table}' {reduced.text}")
-            log.info("semi-join reduction: %s", self.reduced[-1])
+        self._reduce(query, changed, roles, probed, views, delta[changed])
         if occurrence is None:
             return self.rt.spark.sql(bind_tables(query, views))
         own = ObjectName.parse(changed, allow_reserved=True)
@@ -238,6 +216,43 @@ class Views:
             bound.append(views[name] if rank == occurrence else self.view(changed, role, source))
         return self.rt.spark.sql(bind_occurrences(query, bound))
 
+    def _reduce(
+        self,
+        query: exp.Query,
+        changed: str,
+        roles: dict[str, tuple[str, PinnedTable]],
+        probed: dict[str, str],
+        views: dict[ObjectName, str],
+        change: PinnedTable,
+    ) -> None:
+        """Bind, in ``views``, each input of the term of ``changed`` that a semi-join
+        reduction by ``change``'s values filters (:mod:`sparkmv.refresh.incremental.semijoin`)
+        to its filtered view; the ``probed`` inputs are left as their probes bound them."""
+        frames = {t: self.rt.spark.table(views[ObjectName.parse(t, allow_reserved=True)]) for t in roles}
+        rows = [p.rows for p in change.partitions.values()]
+        known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
+        sizes = {  # bytes of each base table as pinned (0 when probed: not even weighed); None for an inner stage
+            t: None if (t, role) in self.frames else 0 if t in probed else sum(p.bytes for p in src.partitions.values())
+            for t, (role, src) in roles.items()
+        }
+        pinned = {t: src for t, (_, src) in roles.items() if sizes.get(t) is not None}
+        load = functools.partial(iceberg_table, self.rt)
+        skips = functools.partial(prunes, load, pinned, change)
+        # An inner stage's delta is a frame of its own: its values are collected.
+        ranges = None if (changed, "delta") in self.frames else functools.partial(known_range, load, change)
+        conditions = self.reducer.conditions(query, changed, frames, known, sizes, skips, ranges)
+        for table, reduced in conditions.items():
+            if table in probed:  # already read as nothing, or as its retracted rows only
+                continue
+            role, source = roles[table]
+            if sizes.get(table) is not None:  # a base table (not an inner stage): read only the files that may match
+                source = files_within(load, source, reduced.bounds)
+            views[ObjectName.parse(table, allow_reserved=True)] = self.filtered(
+                table, role, source, f"{reduced.text} of '{changed}'", reduced.cond
+            )
+            self.reduced.append(f"term of '{changed}': '{table}' {reduced.text}")
+            log.info("semi-join reduction: %s", self.reduced[-1])
+
     def _probed_views(
         self,
         query: exp.Query,
@@ -251,12 +266,10 @@ class Views:
         change's keys at its new position (:mod:`sparkmv.refresh.incremental.probe`): an
         empty view, or the rows its own change retracted (read old); ``roles``: each input's
         role and pinned source in the term."""
-        columns = {
-            ObjectName.parse(t, allow_reserved=True): column_types(self.frames[(t, role)])
-            if (t, role) in self.frames
-            else {f.name.lower(): f.dataType.jsonValue() for f in schema_from_json(src.schema_json).fields}
-            for t, (role, src) in roles.items()
-        }
+        columns = pinned_column_types({t: src for t, (role, src) in roles.items() if (t, role) not in self.frames})
+        for t, (role, _) in roles.items():
+            if (t, role) in self.frames:  # an inner stage's virtual input
+                columns[ObjectName.parse(t, allow_reserved=True)] = column_types(self.frames[(t, role)])
         found_all = probe.emptied(
             self.rt, query, changed, new, dict(delta), run=True, stages=self.stage_keys, columns=columns
         )

@@ -45,9 +45,8 @@ class Costs:
 
     @property
     def total(self) -> int:
-        return (
-            self.appended + self.join.bytes + self.rewritten + self.recomputed + self.keyed + self.staged + self.fixed
-        ) + self.terms
+        parts = (self.appended, self.join.bytes, self.rewritten, self.recomputed, self.keyed, self.staged, self.fixed)
+        return sum(parts) + self.terms
 
 
 def cost_text(analysis: IvmAnalysis, costs: Costs, changes: dict[str, BaseChange]) -> list[str]:
