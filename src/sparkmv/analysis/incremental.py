@@ -47,6 +47,7 @@ from sparkmv.analysis.constructs import (
     source_problem,
     unparen,
 )
+from sparkmv.analysis.correlated import correlated_analysis, correlation_lines
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn, Stage
 from sparkmv.analysis.keyed import TECHNIQUE, inline_ctes, is_keyed_shape, keyed_plan
@@ -120,7 +121,10 @@ def _analyze(query: exp.Query, columns: Mapping[str, Collection[str]] | None = N
     from sparkmv.analysis.stages import staged_analysis
 
     if whole.reason is None:
-        return _semijoin_staged(query, whole, columns)
+        semijoins = _semijoin_staged(query, whole, columns)
+        if semijoins is not whole:
+            return semijoins
+        return correlated_analysis(query, columns, _analyze_whole, _augment) or whole
     staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False))
     return whole if staged is None else staged
 
@@ -202,6 +206,14 @@ def _keyed_analysis(query: exp.Query, reserved: bool = True) -> IvmAnalysis:
     return IvmAnalysis(None, True, columns, (), query.sql(DIALECT), TECHNIQUE, plan)
 
 
+def without_correlation(analysis: IvmAnalysis) -> IvmAnalysis:
+    """``analysis`` of a query maintained through a correlation key
+    (:mod:`sparkmv.analysis.correlated`) as the affected-key recomputation of its group keys
+    over the same augmented query: its state columns are recomputed with its rows (a
+    change of a table the key does not bind)."""
+    return _keyed_analysis(parse_query(analysis.augmented_sql), reserved=False)
+
+
 def maintenance_plan(analysis: IvmAnalysis) -> list[str]:
     """The lines of ``EXPLAIN REFRESH``'s maintenance plan: the technique, or the reason
     incremental refresh cannot maintain the query; per output column its role; the keys an
@@ -224,6 +236,8 @@ def maintenance_plan(analysis: IvmAnalysis) -> list[str]:
     lines += [line for stage in analysis.stages for line in _stage_lines(stage, "  ")]
     if analysis.merged_sql:
         lines.append(f"  derived tables merged into the query maintained: {analysis.merged_sql}")
+    if analysis.correlated is not None:
+        lines += correlation_lines(analysis.correlated)
     if analysis.keyed is None:
         state = ", ".join(analysis.state_columns)
         return [*lines, f"  state columns: {state}"] if state else lines

@@ -7,8 +7,12 @@ them) and :mod:`sparkmv.analysis.stages` (which nests them) both import it.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from sparkmv.analysis.keyed import KeyedPlan
+
+if TYPE_CHECKING:  # correlated.py makes IvmAnalysis objects itself
+    from sparkmv.analysis.correlated import CorrelatedPlan
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,11 @@ class IvmAnalysis:
             its state columns: the query the incremental refresh derives deltas from
             (``augmented_sql`` stays the query as written, with the same state columns
             appended, for the MV's full refresh); else empty.
+        correlated: when the query's relation is partitioned by a correlation key
+            (:mod:`sparkmv.analysis.correlated`, TPC-H Q21): the references that key binds;
+            the refresh then takes the delta of the aggregate's partial rows from the query
+            over the touched keys' rows, new minus old; ``augmented_sql`` is the query with
+            its columns qualified and the delta rules' state columns appended.
     """
 
     reason: str | None
@@ -92,6 +101,7 @@ class IvmAnalysis:
     stages: tuple[Stage, ...] = ()
     staged_sql: str = ""
     merged_sql: str = ""
+    correlated: CorrelatedPlan | None = None
 
     @property
     def maintainable(self) -> bool:

@@ -9,18 +9,20 @@ reason and leaves the MV unchanged (``REFRESH ... FORCE`` rebuilds it).
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
-from sparkmv.analysis.incremental import IvmAnalysis, analyze_for_table
+from sparkmv.analysis.incremental import IvmAnalysis, analyze_for_table, without_correlation
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental import netting, probe
 from sparkmv.refresh.incremental.candidates import Candidate, choose, describe
+from sparkmv.refresh.incremental.correlated_keys import correlated_bytes
 from sparkmv.refresh.incremental.estimate import Costs, change_json, cost_text
-from sparkmv.refresh.incremental.pruned import iceberg_table, joined_bytes
+from sparkmv.refresh.incremental.pruned import Joined, iceberg_table, joined_bytes
 from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
@@ -179,12 +181,24 @@ def incremental_candidate(
             read = [change_json(c) for c in [*changes.values(), change]]
             return Candidate("INCREMENTAL", False, None, change.reason or f"'{table}' changed", changes=read), {}
         changes[table] = change
+    analysis = for_changes(analysis, [t for t, c in changes.items() if c.kind in APPLICABLE])
     changes = _netted_where_worth_it(rt, mv, inp, analysis, changes)
     inputs = {
         t: IncrementalInput(c.old if c.kind in APPLICABLE else inp.pinned[t], c.delta if c.kind in APPLICABLE else None)
         for t, c in changes.items()
     }
     return _estimate(rt, mv, inp, analysis, changes), inputs
+
+
+def for_changes(analysis: IvmAnalysis, changed: Collection[str]) -> IvmAnalysis:
+    """``analysis`` as it maintains a change of the tables ``changed``: a query maintained
+    through a correlation key (:mod:`sparkmv.analysis.correlated`) whose change reaches a
+    table the key does not bind is maintained by affected-key recomputation of its group
+    keys instead (over the same augmented query, so the MV's state columns are recomputed
+    with its rows)."""
+    if analysis.correlated is None or analysis.correlated.problem(changed) is None:
+        return analysis
+    return without_correlation(analysis)
 
 
 def _change(rt: Runtime, consumed: PinnedTable, new: PinnedTable) -> BaseChange:
@@ -316,6 +330,22 @@ def _costs(
         for c in changed.values():
             if c.kind == SIGNED:
                 netting.netted(rt, c, True)
+    if analysis.correlated is not None and changed:
+        read = correlated_bytes(rt, analysis.correlated, inp.pinned, changed, assume)
+        whole = sum(_bytes(p) for p in inp.pinned.values())
+        return Costs(
+            changed,
+            Joined(read, whole, ()),
+            {},
+            {},
+            appended=sum(c.delta_bytes for c in changed.values()),
+            rewritten=_rewritten_bytes(rt, mv, analysis, changed),
+            recomputed=0,
+            keyed=0,
+            staged=0,
+            fixed=SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0,
+            terms=2 * JOIN_TERM_FIXED_BYTES,  # the query over the new side and over the old one
+        )
     prober = _stage_prober(rt, inp.pinned, changed, assume)
     join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept, prober) if changed else None
     empty = _probed(rt, analysis, inp.pinned, changed, assume) if join is None and changed else {}

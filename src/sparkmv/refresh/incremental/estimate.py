@@ -55,6 +55,8 @@ def cost_text(analysis: IvmAnalysis, costs: Costs, changes: dict[str, BaseChange
     parts = [change_text(c) for _, c in sorted(changed.items())] or ["no base table changed"]
     if analysis.keyed is not None:
         parts.insert(0, f"{analysis.technique} of the group keys ({', '.join(analysis.keyed.keys)})")
+    if analysis.correlated is not None:
+        parts.insert(0, f"{analysis.technique} ({analysis.correlated.key}): the touched keys' rows, new minus old")
     if costs.keyed:
         parts.append(
             f"recomputes the touched groups from the new input filtered by their keys (~{size_text(costs.keyed)})"
@@ -71,7 +73,9 @@ def cost_text(analysis: IvmAnalysis, costs: Costs, changes: dict[str, BaseChange
     for (table, other), e in sorted(costs.empty.items()):
         joins = "only its retracted rows join" if e.retracted else "no row joins"
         parts.append(f"term of '{table}': '{other}' {joins} ({e.column} probed for the keys of {e.source})")
-    if join.pruned_on:
+    if analysis.correlated is not None:
+        parts.append(f"reads ~{size_text(join.bytes)} of its tables filtered to the touched keys")
+    elif join.pruned_on:
         parts.append(
             f"joins {size_text(join.bytes)} of {size_text(join.whole)} (min/max pruning on {', '.join(join.pruned_on)})"
         )
@@ -83,7 +87,9 @@ def cost_text(analysis: IvmAnalysis, costs: Costs, changes: dict[str, BaseChange
         parts.append(f"recomputes MIN/MAX groups reaching a retracted value, reading ~{size_text(costs.recomputed)}")
     if costs.fixed:
         parts.append(f"applying signed rows costs about as much as reading {size_text(costs.fixed)}")
-    if costs.terms:
+    if costs.terms and analysis.correlated is not None:
+        parts.append(f"the query over each side costs about as much as reading {size_text(costs.terms)}")
+    elif costs.terms:
         parts.append(f"{len(changed)} join term(s) cost about as much as reading {size_text(costs.terms)}")
     compactions = sum(c.compactions for c in changes.values())
     if compactions:

@@ -42,7 +42,8 @@ from sparkmv.refresh.incremental.affected import (
     delta_partitions,
     partition_files,
 )
-from sparkmv.refresh.incremental.decide import IncrementalInput, mv_analysis
+from sparkmv.refresh.incremental.correlated import correlated_terms
+from sparkmv.refresh.incremental.decide import IncrementalInput, for_changes, mv_analysis
 from sparkmv.refresh.incremental.delta import delta_terms, project_to
 from sparkmv.refresh.incremental.keyed import replace_keys, touched_keys
 from sparkmv.refresh.incremental.merge_rows import combine, merge_signed_rows, recompute_retracted
@@ -74,16 +75,17 @@ def compute_incremental(
     Returns:
         The staged files, with ``detail`` naming the MV partitions the publish replaces.
     """
-    analysis = mv_analysis(rt, mv, pinned)
-    table = rt.iceberg.load(mv.name)
-    target = arrow_to_spark(table.schema().as_arrow())
     old = {t: i.old for t, i in inputs.items()}
     delta = {t: i.delta for t, i in inputs.items() if i.delta is not None}
+    analysis = for_changes(mv_analysis(rt, mv, pinned), list(delta))
+    table = rt.iceberg.load(mv.name)
+    target = arrow_to_spark(table.schema().as_arrow())
     state = StateStore.of(table.location())
     with staged_inputs(rt, analysis, pinned, old, delta, state) as staged:
         if staged.analysis.keyed is not None:
             return _compute_keyed(rt, mv, staged, (table, target, mv_snapshot), directory)
-        known = _known_partitions(mv, pinned, inputs, table)
+        # A correlation key's rows reach partitions other than the changed files' own.
+        known = None if staged.analysis.correlated is not None else _known_partitions(mv, pinned, inputs, table)
         return _compute_delta_rules(rt, mv, staged, (table, target, mv_snapshot), directory, known)
 
 
@@ -113,7 +115,8 @@ def _compute_delta_rules(
     computed once, inside the write, instead of cached and collected first."""
     table, target, mv_snapshot = mv_table
     analysis = staged.analysis
-    with delta_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views) as terms:
+    terms_of = correlated_terms if analysis.correlated is not None else delta_terms
+    with terms_of(rt, analysis, staged.new, staged.old, staged.delta, staged.views) as terms:
         if terms.union is None:
             return ChunkOutcome([], 0, 0, {"replace": []})
         rows = project_to(normalize_for_iceberg(terms.union), target, (SIGN, RETRACTED))

@@ -1,0 +1,197 @@
+"""The delta of an MV maintained through a correlation key (:mod:`sparkmv.analysis.correlated`),
+with Spark.
+
+The touched keys ``T`` are the values of the bound columns in the changed rows: of a signed
+change (deletes, updates) from the change cache without Spark, of appended files by one
+small job. Each bound reference is then read filtered to ``T``, once per table and role
+(cached, as TPC-H Q21 reads ``lineitem`` three times): new at the run's position; old at the
+consumed one (time travel), or, for a change that only retracted rows, as its new rows plus
+its retracted ones (``old = new ⊎ retracted``), so the old snapshot is not read at all; and
+when a probe (:mod:`sparkmv.refresh.incremental.probe`) finds none of the keys left in a
+table that only lost rows, its new rows are none. Integer keys also prune the data files
+by their bounds before Spark opens them (:func:`~sparkmv.refresh.incremental.pruned.files_within`):
+TPC-H RF1's new orders have keys above every old file's range. References bound to no key
+read their table whole (it did not change: :meth:`~sparkmv.analysis.correlated.CorrelatedPlan.problem`).
+
+The delta is the augmented query over the new side, and over the old side with its additive
+columns negated (row count, COUNT, SUM and the state behind AVG and formulas): partial
+aggregate rows that :func:`~sparkmv.refresh.incremental.merge_rows.combine` merges into the
+MV as it merges the delta rules' terms.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import StructField, StructType
+
+from sparkmv.analysis.correlated import CorrelatedPlan
+from sparkmv.analysis.formulas import blank_formulas
+from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis
+from sparkmv.analysis.query import bind_occurrences, parse_query
+from sparkmv.analysis.semijoin import INTEGER_TYPES
+from sparkmv.refresh.incremental import probe
+from sparkmv.refresh.incremental.correlated_keys import TouchedKeys, column_kind, emptied
+from sparkmv.refresh.incremental.delta import SIGNED_KINDS, Terms, Views
+from sparkmv.refresh.incremental.literals import any_row_sql, quote_name
+from sparkmv.refresh.incremental.pruned import files_within, iceberg_table
+from sparkmv.refresh.runtime import Runtime
+from sparkmv.sources.pinned import PinnedTable
+from sparkmv.sources.resolve import read_pinned
+from sparkmv.sources.signed import SIGN_COLUMN
+from sparkmv.storage.schema import schema_from_json
+
+MAX_LITERAL_KEYS = 20_000
+"""At most this many touched keys filter a table as an IN list of literals (pushed into the
+Parquet scan as their range); more filter it by a broadcast semi-join."""
+_KEY = "__smv_correlation_key"
+_names = itertools.count()
+
+
+def touched_keys(rt: Runtime, plan: CorrelatedPlan, delta: dict[str, PinnedTable]) -> TouchedKeys:
+    """The key values of every changed row of a table bound to the key (signs ignored: a
+    retracted row touches its key as an inserted one does)."""
+    values: set[Any] = set()
+    null = False
+    for table, change in sorted(delta.items()):
+        for column in sorted(plan.bound_columns(table.lower())):
+            cached = probe.delta_keys(rt.iceberg.warehouse, change, column) if change.kind == "signed" else None
+            if cached is not None:
+                values.update(cached.values)
+                null = null or cached.nulls
+                continue
+            frame = read_pinned(rt.spark, change, store=rt.iceberg)
+            name = next(f.name for f in frame.schema.fields if f.name.lower() == column)
+            for row in frame.select(F.col(quote_name(name)).alias(_KEY)).distinct().collect():
+                if row[0] is None:
+                    null = True
+                else:
+                    values.add(row[0])
+    return TouchedKeys(tuple(sorted(values)), null)
+
+
+@contextmanager
+def correlated_terms(
+    rt: Runtime,
+    analysis: IvmAnalysis,
+    new: dict[str, PinnedTable],
+    old: dict[str, PinnedTable],
+    delta: dict[str, PinnedTable],
+    views: Views | None = None,
+) -> Iterator[Terms]:
+    """The delta of ``analysis``'s augmented query as partial aggregate rows (module
+    docstring), as :class:`~sparkmv.refresh.incremental.delta.Terms` (``union`` None when no
+    key was touched). Arguments as :func:`~sparkmv.refresh.incremental.delta.delta_terms`.
+
+    Raises:
+        AssertionError: when a changed table has a reference bound to no key (the plan
+            checks it before choosing the technique).
+    """
+    plan = analysis.correlated
+    assert plan is not None and plan.problem(set(delta)) is None
+    owned = views is None
+    views = views or Views(rt)
+    full = parse_query(analysis.augmented_sql)
+    formulas = {i: c.name for i, c in enumerate(analysis.columns) if c.role == "formula"}
+    query = blank_formulas(full, formulas) if formulas else full
+    try:
+        keys = touched_keys(rt, plan, delta)
+        if not keys.values and not keys.null:
+            yield Terms(None, True, lambda: views.over_new(full, new))
+            return
+        side = _Side(rt, views, plan, new, old, delta, keys)
+        fresh = rt.spark.sql(bind_occurrences(query, side.bind("new")))
+        gone = _negated(rt.spark.sql(bind_occurrences(query, side.bind("old"))), analysis)
+        yield Terms(fresh.unionByName(gone), True, lambda: views.over_new(full, new))
+    finally:
+        if owned:
+            views.drop()
+
+
+def _negated(frame: DataFrame, analysis: IvmAnalysis) -> DataFrame:
+    """``frame``'s partial aggregate rows with their additive columns negated."""
+    additive = {ROW_COUNT, *analysis.state_columns, *(c.name for c in analysis.columns if c.role in ("sum", "count"))}
+    wanted = {a.lower() for a in additive}
+    out = [
+        (-F.col(quote_name(name))).alias(name) if name.lower() in wanted else F.col(quote_name(name))
+        for name in frame.columns
+    ]
+    return frame.select(*out)
+
+
+class _Side:
+    """The temporary views of the bound references filtered to the touched keys, per table,
+    role and column, each cached for the run."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        views: Views,
+        plan: CorrelatedPlan,
+        new: dict[str, PinnedTable],
+        old: dict[str, PinnedTable],
+        delta: dict[str, PinnedTable],
+        keys: TouchedKeys,
+    ) -> None:
+        self.rt, self.views, self.plan, self.keys = rt, views, plan, keys
+        self.new, self.old, self.delta = new, old, delta
+        self.by_lower = {t.lower(): t for t in new}
+
+    def bind(self, role: str) -> list[str | None]:
+        """The view of each table reference of the query for ``role`` (new, old)."""
+        out: list[str | None] = []
+        for table, column in zip(self.plan.tables, self.plan.bound, strict=True):
+            name = self.by_lower[table]
+            if column is None:
+                out.append(self.views.view(name, "new", self.new[name]))
+            else:
+                out.append(self._filtered(name, role if name in self.delta else "new", column))
+        return out
+
+    def _filtered(self, table: str, role: str, column: str) -> str:
+        key = (table, f"{role} touched keys of {column}")
+        if key not in self.views.created:
+            frame = self._frame(table, role, column)
+            self.views.persist(frame)
+            self.views.created[key] = name = f"__smv_c{next(_names)}"
+            frame.createOrReplaceTempView(name)
+        return self.views.created[key]
+
+    def _frame(self, table: str, role: str, column: str) -> DataFrame:
+        """``table``'s rows holding a touched key in ``column``, at its ``role`` position."""
+        change = self.delta.get(table)
+        if role == "old" and change is not None and change.kind in SIGNED_KINDS and self._retracts_only(table, column):
+            new = self.rt.spark.table(self._filtered(table, "new", column))
+            retracted = read_pinned(self.rt.spark, change, store=self.rt.iceberg)
+            gone = retracted.where(F.col(SIGN_COLUMN) < 0).drop(SIGN_COLUMN)
+            return new.unionByName(self._where(gone, table, column))
+        if role == "new" and change is not None and emptied(self.rt, self.new[table], column, change, self.keys):
+            schema = schema_from_json(self.new[table].schema_json)
+            return self.rt.spark.createDataFrame([], schema)
+        pinned = self.new[table] if role == "new" else self.old[table]
+        kind = column_kind(pinned, column)
+        span = self.keys.span()
+        if kind in INTEGER_TYPES and span is not None and not self.keys.null:
+            pinned = files_within(functools.partial(iceberg_table, self.rt), pinned, [(column, span)])
+        return self._where(read_pinned(self.rt.spark, pinned, store=self.rt.iceberg), table, column)
+
+    def _where(self, frame: DataFrame, table: str, column: str) -> DataFrame:
+        """``frame`` filtered to the rows whose ``column`` holds a touched key (NULL-safe)."""
+        name = next(f.name for f in frame.schema.fields if f.name.lower() == column)
+        kind = column_kind(self.new[table], column)
+        rows = [(v,) for v in self.keys.values] + ([(None,)] if self.keys.null else [])
+        text = any_row_sql([name], rows, [kind]) if len(rows) <= MAX_LITERAL_KEYS else None
+        if text is not None:
+            return frame.where(F.expr(text))
+        field = next(f for f in frame.schema.fields if f.name == name)
+        keys = self.rt.spark.createDataFrame(rows, StructType([StructField(_KEY, field.dataType)]))
+        return frame.join(F.broadcast(keys), F.col(quote_name(name)).eqNullSafe(keys[_KEY]), "left_semi")
+
+    def _retracts_only(self, table: str, column: str) -> bool:
+        return probe.retracts_only(self.rt, self.delta.get(table), column)

@@ -1,0 +1,108 @@
+"""Which references a correlation key binds (:mod:`sparkmv.analysis.correlated`), and the
+analysis that maintains a query through it (issue 24, TPC-H Q21)."""
+
+from __future__ import annotations
+
+import pytest
+
+from sparkmv.analysis.correlated import TECHNIQUE, correlated_plan
+from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.query import parse_query
+
+Q21 = (
+    "SELECT s_name, count(*) AS numwait FROM supplier, lineitem l1, orders, nation "
+    "WHERE s_suppkey = l1.l_suppkey AND o_orderkey = l1.l_orderkey AND o_orderstatus = 'F' "
+    "AND l1.l_receiptdate > l1.l_commitdate "
+    "AND EXISTS (SELECT * FROM lineitem l2 WHERE l2.l_orderkey = l1.l_orderkey AND l2.l_suppkey <> l1.l_suppkey) "
+    "AND NOT EXISTS (SELECT * FROM lineitem l3 WHERE l3.l_orderkey = l1.l_orderkey "
+    "AND l3.l_suppkey <> l1.l_suppkey AND l3.l_receiptdate > l3.l_commitdate) "
+    "AND s_nationkey = n_nationkey AND n_name = 'SAUDI ARABIA' GROUP BY s_name"
+)
+KNOWN = {
+    "default.supplier": ["s_suppkey", "s_name", "s_nationkey"],
+    "default.lineitem": ["l_orderkey", "l_suppkey", "l_receiptdate", "l_commitdate"],
+    "default.orders": ["o_orderkey", "o_orderstatus"],
+    "default.nation": ["n_nationkey", "n_name"],
+}
+
+
+def test_q21_binds_every_lineitem_reference_and_orders_to_the_order_key() -> None:
+    plan = correlated_plan(parse_query(Q21), KNOWN)
+    assert not isinstance(plan, str), plan
+    tables = ("supplier", "lineitem", "orders", "nation", "lineitem", "lineitem")
+    assert plan.tables == tuple(f"default.{t}" for t in tables)
+    assert plan.bound == (None, "l_orderkey", "o_orderkey", None, "l_orderkey", "l_orderkey")
+    assert plan.key == "orders.o_orderkey"
+    assert plan.problem({"default.lineitem", "default.orders"}) is None
+    assert plan.problem({"default.nation", "default.lineitem"}) == (
+        "base table 'default.nation' changed, and a reference to it is bound to no correlation key (orders.o_orderkey)"
+    )
+
+
+def test_unqualified_columns_bind_nothing_without_the_tables_columns() -> None:
+    plan = correlated_plan(parse_query(Q21))
+    assert not isinstance(plan, str)
+    assert plan.bound[2] is None  # o_orderkey = l1.l_orderkey: whose o_orderkey, unknown
+
+
+def test_a_subquery_equality_of_two_outer_columns_binds_no_outer_table() -> None:
+    """Under NOT EXISTS an outer row passes whatever ``a.w = b.z`` says: ``b`` is not bound."""
+    sql = (
+        "SELECT a.g, count(*) AS n FROM a, b WHERE a.j = b.j AND NOT EXISTS "
+        "(SELECT * FROM c WHERE c.k = a.k AND a.w = b.z) GROUP BY a.g"
+    )
+    plan = correlated_plan(parse_query(sql))
+    assert not isinstance(plan, str)
+    assert plan.key == "a.k" and plan.bound == ("k", None, "k")
+
+
+@pytest.mark.parametrize(
+    ("sql", "why"),
+    [
+        ("SELECT a.x FROM a LEFT JOIN b ON a.x = b.x WHERE EXISTS (SELECT 1 FROM c WHERE c.x = a.x)", "an outer join"),
+        ("SELECT s.x FROM (SELECT a.x FROM a) s WHERE EXISTS (SELECT 1 FROM c WHERE c.x = s.x)", "a derived table"),
+        (
+            "SELECT a.g, count(*) AS n FROM a GROUP BY a.g HAVING count(*) > (SELECT count(*) FROM c WHERE c.g = a.g)",
+            "a subquery outside a WHERE conjunct",
+        ),
+        (
+            "SELECT a.g, (SELECT max(c.v) FROM c WHERE c.k = a.k) AS m FROM a "
+            "WHERE EXISTS (SELECT 1 FROM c WHERE c.k = a.k)",
+            "a subquery outside a WHERE conjunct",
+        ),
+        (
+            "SELECT a.g FROM a WHERE EXISTS (SELECT 1 FROM c WHERE c.k > a.k)",
+            "no correlation key binds a subquery's table",
+        ),
+    ],
+)
+def test_refused_shapes(sql: str, why: str) -> None:
+    assert correlated_plan(parse_query(sql)) == why
+
+
+def test_a_subquery_under_or_still_reads_only_its_keys_rows() -> None:
+    sql = "SELECT a.g, count(*) AS n FROM a WHERE a.v > 0 OR EXISTS (SELECT 1 FROM c WHERE c.k = a.k) GROUP BY a.g"
+    plan = correlated_plan(parse_query(sql))
+    assert not isinstance(plan, str) and plan.bound == ("k", "k")
+
+
+def test_the_analysis_keeps_the_delta_rules_state_and_explains_the_key() -> None:
+    analysis = analyze_incremental(parse_query(Q21), KNOWN)
+    assert analysis.reason is None and analysis.technique == TECHNIQUE
+    assert analysis.keyed is None and analysis.state_columns == ("__smv_count",)
+    assert analysis.key_columns == ("s_name",)
+    assert "orders.o_orderkey = l1.l_orderkey" in analysis.augmented_sql  # qualified by KNOWN
+    lines = maintenance_plan(analysis)
+    assert lines[:3] == [
+        f"maintenance plan: {TECHNIQUE}",
+        "  columns: s_name (group key), numwait (COUNT)",
+        "  recomputes the rows of the correlation key (orders.o_orderkey) touched by the change, new minus old:",
+    ]
+    assert "    default.lineitem bound by l_orderkey" in lines
+    assert "    default.supplier bound by no key (a change of it recomputes the touched groups)" in lines
+
+
+def test_min_max_and_queries_without_known_columns_keep_affected_key_recomputation() -> None:
+    with_max = Q21.replace("count(*) AS numwait", "max(l1.l_suppkey) AS top")
+    assert analyze_incremental(parse_query(with_max), KNOWN).correlated is None
+    assert analyze_incremental(parse_query(Q21)).correlated is None
