@@ -82,8 +82,13 @@ def test_correlated_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp
         )
         world.append("fact", 3)
 
+    def appended() -> None:  # appends only: the old side is the new files but the appended ones
+        world.append("fact", 5)
+        world.append("more", 4)
+
     key = "affected-key recomputation of a correlation key"
     for step, change, q21_technique in [
+        ("appends", appended, key),
         ("appends, deletes and an update", changed, key),
         ("a region renamed", region_renamed, "affected-key recomputation of the group keys (region)"),
         ("groups emptied, MAX rows deleted, an append", second, key),

@@ -25,6 +25,7 @@ import functools
 import itertools
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from typing import Any
 
 from pyspark.sql import DataFrame
@@ -52,6 +53,13 @@ MAX_LITERAL_KEYS = 20_000
 Parquet scan as their range); more filter it by a broadcast semi-join."""
 _KEY = "__smv_correlation_key"
 _names = itertools.count()
+
+
+def _appended(new: PinnedTable, change: PinnedTable) -> bool:
+    """True when ``change`` is files appended to the Iceberg table pinned as ``new``, whose
+    file lists are known."""
+    parts = new.partitions.values()
+    return change.kind == "iceberg" and new.kind == "iceberg" and bool(parts) and all(p.files for p in parts)
 
 
 def touched_keys(rt: Runtime, plan: CorrelatedPlan, delta: dict[str, PinnedTable]) -> TouchedKeys:
@@ -174,12 +182,24 @@ class _Side:
         if role == "new" and change is not None and emptied(self.rt, self.new[table], column, change, self.keys):
             schema = schema_from_json(self.new[table].schema_json)
             return self.rt.spark.createDataFrame([], schema)
-        pinned = self.new[table] if role == "new" else self.old[table]
-        kind = column_kind(pinned, column)
-        span = self.keys.span()
-        if kind in INTEGER_TYPES and span is not None and not self.keys.null:
-            pinned = files_within(functools.partial(iceberg_table, self.rt), pinned, [(column, span)])
+        if role == "old" and change is not None and _appended(self.new[table], change):
+            # The consumed snapshot is the new one without the appended files (their deletes
+            # too: an append adds none), so its files need no listing of the old snapshot.
+            added = {f for p in change.partitions.values() for f in p.files}
+            pinned = self._pruned(self.new[table], column)
+            parts = {k: replace(p, files=[f for f in p.files if f not in added]) for k, p in pinned.partitions.items()}
+            pinned = replace(pinned, partitions={k: p for k, p in parts.items() if p.files})
+        else:
+            pinned = self._pruned(self.new[table] if role == "new" else self.old[table], column)
         return self._where(read_pinned(self.rt.spark, pinned, store=self.rt.iceberg), table, column)
+
+    def _pruned(self, pinned: PinnedTable, column: str) -> PinnedTable:
+        """``pinned`` with only the files whose bounds of an integer ``column`` overlap the
+        touched keys' range (unchanged for other types, or with a NULL key)."""
+        span = self.keys.span()
+        if column_kind(pinned, column) not in INTEGER_TYPES or span is None or self.keys.null:
+            return pinned
+        return files_within(functools.partial(iceberg_table, self.rt), pinned, [(column, span)])
 
     def _where(self, frame: DataFrame, table: str, column: str) -> DataFrame:
         """``frame`` filtered to the rows whose ``column`` holds a touched key (NULL-safe)."""

@@ -83,8 +83,9 @@ def correlated_bytes(
     filtered to the touched keys (its files pruned by their range when it is known: an
     Iceberg append's manifest bounds, or a cached signed change's keys), none of it when a
     probe finds the keys gone (``assume``, AUTO's floor estimate: a signed change not read
-    yet counts as if it did); read old once more when its change appended (a change that
-    only retracted is its new rows plus its retracted ones); a table bound to no key twice."""
+    yet counts as if it did); read old once more, but for the appended files, when its
+    change appended (a change that only retracted is its new rows plus its retracted ones);
+    a table bound to no key twice."""
     load = functools.partial(iceberg_table, rt)
     deltas = {t: c.delta for t, c in changed.items() if c.delta is not None}
     keys = cached_keys(rt, plan, deltas)
@@ -107,7 +108,7 @@ def correlated_bytes(
         read = _within(load, source, column, span, whole)
         total += read
         if change is not None and change.kind != SIGNED:
-            total += read  # the old side, at the consumed snapshot
+            total += max(0, read - change.delta_bytes)  # the old side: the same files but the appended ones
     return total
 
 
