@@ -4,9 +4,11 @@ with Spark.
 The touched keys ``T`` are the values of the bound columns in the changed rows: of a signed
 change (deletes, updates) from the change cache without Spark, of appended files by one
 small job. Each bound reference is then read filtered to ``T``, once per table and role
-(cached, as TPC-H Q21 reads ``lineitem`` three times): new at the run's position; old at the
-consumed one (time travel), or, for a change that only retracted rows, as its new rows plus
-its retracted ones (``old = new ⊎ retracted``), so the old snapshot is not read at all; and
+(cached, as TPC-H Q21 reads ``lineitem`` three times): new at the run's position; old as
+the new side's files but the appended ones for an Iceberg append (the consumed snapshot's own
+files are not listed, so they could not be pruned), as its new rows plus its retracted ones
+for a change that only retracted rows (``old = new ⊎ retracted``), else at the consumed
+snapshot (time travel); and
 when a probe (:mod:`sparkmv.refresh.incremental.probe`) finds none of the keys left in a
 table that only lost rows, its new rows are none. Integer keys also prune the data files
 by their bounds before Spark opens them (:func:`~sparkmv.refresh.incremental.pruned.files_within`):
