@@ -17,7 +17,6 @@ from sparkmv.refresh.incremental.pruned import bytes_within, iceberg_table, know
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.changes import SIGNED, BaseChange
 from sparkmv.sources.pinned import PinnedTable
-from sparkmv.storage.schema import schema_from_json
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,8 @@ def emptied(rt: Runtime, pinned: PinnedTable, column: str, change: PinnedTable |
 
 def column_kind(pinned: PinnedTable, column: str) -> object:
     """The Spark JSON type of ``column`` (lower case) of ``pinned``."""
+    from sparkmv.storage.schema import schema_from_json  # pyspark: not imported by AUTO's estimate itself
+
     field = next(f for f in schema_from_json(pinned.schema_json).fields if f.name.lower() == column)
     return field.dataType.jsonValue()
 
