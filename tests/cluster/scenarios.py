@@ -198,9 +198,27 @@ def _running_run(client: Any, proc: subprocess.Popen[bytes], log: Path) -> Any:
     return row if row.state != "IDLE" and row.current_run_id else None
 
 
+LONG_JOB_SECONDS = 3.0
+"""A tagged job still running this long after its submission is the refresh's long one: the
+short jobs before it (the scans of the join's inputs under adaptive execution) end in well
+under a second, and a cancel sent while one of them ran could land between jobs, with no
+job left to kill."""
+
+
 def _job_running(target: SparkTarget, proc: subprocess.Popen[bytes], log: Path, tag: str, earlier: set[JobKey]) -> bool:
+    """True once a job tagged ``tag`` has been running for :data:`LONG_JOB_SECONDS` (by its
+    own submission time in the event log)."""
     _check_running(proc, log)
-    return any(result is None for result in tagged_jobs(target.event_log_dir, tag, earlier).values())
+    events = job_events(target.event_log_dir)
+    ended = {(e["log"], int(e["Job ID"])) for e in events if e["Event"] == "SparkListenerJobEnd"}
+    now_ms = time.time() * 1000
+    return any(
+        e["Event"] == "SparkListenerJobStart"
+        and (e["log"], int(e["Job ID"])) not in earlier | ended
+        and carries(e, tag)
+        and now_ms - float(e.get("Submission Time") or now_ms) >= LONG_JOB_SECONDS * 1000
+        for e in events
+    )
 
 
 def _ended(target: SparkTarget, tag: str, earlier: set[JobKey]) -> dict[JobKey, dict[str, Any] | None] | None:
