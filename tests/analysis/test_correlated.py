@@ -59,8 +59,25 @@ def test_a_subquery_equality_of_two_outer_columns_binds_no_outer_table() -> None
 @pytest.mark.parametrize(
     ("sql", "why"),
     [
-        ("SELECT a.x FROM a LEFT JOIN b ON a.x = b.x WHERE EXISTS (SELECT 1 FROM c WHERE c.x = a.x)", "an outer join"),
-        ("SELECT s.x FROM (SELECT a.x FROM a) s WHERE EXISTS (SELECT 1 FROM c WHERE c.x = s.x)", "a derived table"),
+        (
+            "SELECT s.x FROM (SELECT a.x FROM a) s WHERE EXISTS (SELECT 1 FROM c WHERE c.x = s.x)",
+            "a subquery beside a derived table",
+        ),
+        ("SELECT s.x FROM (SELECT a.x FROM a) s JOIN c ON c.x = s.x", "a derived table"),
+        ("SELECT a.x FROM a LEFT SEMI JOIN b ON a.x = b.x", "a semi-, anti- or USING join"),
+        (
+            "SELECT n, count(*) AS c FROM (SELECT DISTINCT a.x, b.y AS n FROM a JOIN b ON a.x = b.x) d GROUP BY n",
+            "a derived table with DISTINCT or a window function",
+        ),
+        (
+            "SELECT n, count(*) AS c FROM (SELECT count(b.y) AS n FROM a JOIN b ON a.x = b.x) d GROUP BY n",
+            "a derived table aggregating all its rows",
+        ),
+        (
+            "SELECT n, count(*) AS c FROM (SELECT a.w, count(b.y) AS n FROM a LEFT JOIN b ON a.x = b.x "
+            "GROUP BY a.w) d GROUP BY n",
+            "a derived table grouped by no column of its correlation key",
+        ),
         (
             "SELECT a.g, count(*) AS n FROM a GROUP BY a.g HAVING count(*) > (SELECT count(*) FROM c WHERE c.g = a.g)",
             "a subquery outside a WHERE conjunct",
@@ -106,3 +123,51 @@ def test_min_max_and_queries_without_known_columns_keep_affected_key_recomputati
     with_max = Q21.replace("count(*) AS numwait", "max(l1.l_suppkey) AS top")
     assert analyze_incremental(parse_query(with_max), KNOWN).correlated is None
     assert analyze_incremental(parse_query(Q21)).correlated is None
+
+
+Q13 = (
+    "SELECT c_count, count(*) AS custdist FROM (SELECT c_custkey, count(o_orderkey) AS c_count "
+    "FROM customer LEFT OUTER JOIN orders ON c_custkey = o_custkey AND o_comment NOT LIKE '%special%' "
+    "GROUP BY c_custkey) AS c_orders GROUP BY c_count"
+)
+Q22 = (
+    "SELECT cntrycode, count(*) AS numcust, sum(c_acctbal) AS totacctbal FROM ("
+    "SELECT substring(c_phone, 1, 2) AS cntrycode, c_acctbal FROM customer "
+    "WHERE c_acctbal > (SELECT avg(c_acctbal) FROM customer WHERE c_acctbal > 0.00) "
+    "AND NOT EXISTS (SELECT * FROM orders WHERE o_custkey = c_custkey)) AS custsale GROUP BY cntrycode"
+)
+DERIVED_KNOWN = {
+    "default.customer": ["c_custkey", "c_phone", "c_acctbal"],
+    "default.orders": ["o_orderkey", "o_custkey", "o_comment"],
+}
+
+
+def test_q13_groups_its_derived_table_by_the_key_its_outer_join_binds() -> None:
+    """Q13's derived table counts each customer's orders (a LEFT JOIN on the customer key):
+    every row of it is one key's, so the outer count per ``c_count`` is maintained through
+    that key, new minus old."""
+    analysis = analyze_incremental(parse_query(Q13), DERIVED_KNOWN)
+    assert analysis.reason is None and analysis.technique == TECHNIQUE, analysis.reason
+    assert analysis.correlated is not None and analysis.correlated.key == "customer.c_custkey"
+    assert analysis.correlated.bound == ("c_custkey", "o_custkey")
+    assert analysis.state_columns == ("__smv_count",)
+    assert analysis.augmented_sql.startswith("SELECT c_count, COUNT(*) AS custdist, COUNT(*) AS __smv_count FROM (")
+
+
+def test_q22_binds_its_not_exists_and_leaves_the_uncorrelated_average_unbound() -> None:
+    analysis = analyze_incremental(parse_query(Q22), DERIVED_KNOWN)
+    assert analysis.technique == TECHNIQUE and analysis.correlated is not None, analysis.reason
+    assert analysis.correlated.tables == ("default.customer", "default.customer", "default.orders")
+    assert analysis.correlated.bound == ("c_custkey", None, "o_custkey")
+    assert analysis.correlated.problem({"default.orders"}) is None
+    assert analysis.correlated.problem({"default.customer"}) == (
+        "base table 'default.customer' changed, and a reference to it is bound to no correlation key "
+        "(customer.c_custkey)"
+    )
+
+
+def test_an_outer_join_binds_both_sides_by_its_on_equality() -> None:
+    plan = correlated_plan(
+        parse_query("SELECT a.x FROM a FULL OUTER JOIN b ON a.x = b.x WHERE EXISTS (SELECT 1 FROM c WHERE c.x = a.x)")
+    )
+    assert not isinstance(plan, str) and plan.bound == ("x", "x", "x")

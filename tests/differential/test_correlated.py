@@ -1,6 +1,7 @@
-"""Differential tests of affected-key recomputation by a correlation key (issue 24, the shape
-of TPC-H Q21): aggregates over relations with correlated ``EXISTS``, ``NOT EXISTS``,
-``NOT IN`` and scalar subqueries, kept by strict INCREMENTAL refreshes through appends,
+"""Differential tests of affected-key recomputation by a correlation key (issue 24, the shapes
+of TPC-H Q13, Q17, Q21 and Q22): aggregates over relations with correlated ``EXISTS``,
+``NOT EXISTS``, ``NOT IN`` and scalar subqueries, and over a derived table the key
+partitions (grouped by it, or under its ``NOT EXISTS``), kept by strict INCREMENTAL refreshes through appends,
 copy-on-write deletes and updates of the tables the key binds (the seeded steps of
 :mod:`tests.differential.test_signed`, NULL keys among them), and through a change of a table
 it binds to no key (then maintained by affected-key recomputation of the group keys). After
@@ -38,10 +39,36 @@ _NOT_IN = (
     "WHERE f.v NOT IN (SELECT m.v FROM more m WHERE m.k = f.k AND m.x IS NOT NULL) "
     "AND (f.d IS NULL OR f.v >= (SELECT avg(g.v) FROM fact g WHERE g.k = f.k)) GROUP BY f.p"
 )
+# TPC-H Q13's shape: a derived table grouped by the key its LEFT JOIN binds (dim's keys
+# repeat and hold NULL), counted again above it.
+_Q13 = (
+    "SELECT n, count(*) AS c FROM (SELECT dm.k, count(f.id) AS n FROM dim dm "
+    "LEFT OUTER JOIN fact f ON dm.k = f.k AND f.v > 0 GROUP BY dm.k) AS d GROUP BY n"
+)
+# TPC-H Q22's shape: a derived table of the rows with no match under NOT EXISTS, beside an
+# uncorrelated scalar subquery over a table bound to no key.
+_Q22 = (
+    "SELECT g, count(*) AS n, sum(amt) AS s FROM (SELECT substring(f.s, 1, 1) AS g, f.amt FROM fact f "
+    "WHERE f.v >= (SELECT count(*) FROM reg WHERE reg.region IS NOT NULL) "
+    "AND NOT EXISTS (SELECT * FROM dim dm WHERE dm.k = f.k)) AS sub GROUP BY g"
+)
+# TPC-H Q17's shape: a global aggregate over a correlated scalar average.
+_Q17 = (
+    "SELECT sum(f.v) / 7 AS avg_yearly, count(*) AS n FROM fact f, dim dm "
+    "WHERE dm.k = f.k AND dm.label IS NOT NULL AND f.v < (SELECT 0.5 * avg(g.v) FROM more g WHERE g.k = dm.k)"
+)
 MVS = [
     (IvmMv("mv_corr_q21", None, _Q21, _Q21), ["fact", "dim", "reg", "more"]),
     (IvmMv("mv_corr_not_in", None, _NOT_IN, _NOT_IN), ["fact", "more"]),
+    (IvmMv("mv_corr_q13", None, _Q13, _Q13), ["fact", "dim"]),
+    (IvmMv("mv_corr_q22", None, _Q22, _Q22), ["fact", "dim", "reg"]),
+    (IvmMv("mv_corr_q17", None, _Q17, _Q17), ["fact", "dim", "more"]),
 ]
+# Their technique after a change of reg, a table they read but bind to no key.
+REG_CHANGED = {
+    "mv_corr_q21": "affected-key recomputation of the group keys (region)",
+    "mv_corr_q22": "affected-key recomputation of the group keys (g)",
+}
 REGS = [{"r": "r1", "region": "north"}, {"r": "r2", "region": None}, {"r": None, "region": "south"}]
 
 
@@ -60,7 +87,7 @@ def test_correlated_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp
         client.sql(mv.ddl("INCREMENTAL"))
         check(client, world, mv, tables, "FULL", "the first build")
 
-    for name in ("mv_corr_q21", "mv_corr_not_in"):
+    for name in (mv.name for mv, _ in MVS):
         text = client.execute(f"EXPLAIN REFRESH MATERIALIZED VIEW {name}").message or ""
         assert "maintenance plan: affected-key recomputation of a correlation key" in text, text
     lines = (client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_corr_q21").message or "").splitlines()
@@ -87,15 +114,15 @@ def test_correlated_mvs_follow_appends_deletes_and_updates(make_client: Any, tmp
         world.append("more", 4)
 
     key = "affected-key recomputation of a correlation key"
-    for step, change, q21_technique in [
-        ("appends", appended, key),
-        ("appends, deletes and an update", changed, key),
-        ("a region renamed", region_renamed, "affected-key recomputation of the group keys (region)"),
-        ("groups emptied, MAX rows deleted, an append", second, key),
-        ("fact emptied", third, key),
+    for step, change, techniques in [
+        ("appends", appended, {}),
+        ("appends, deletes and an update", changed, {}),
+        ("a region renamed", region_renamed, REG_CHANGED),
+        ("groups emptied, MAX rows deleted, an append", second, {}),
+        ("fact emptied", third, {}),
     ]:
         change()
         for mv, tables in MVS:
             run = check(client, world, mv, tables, "INCREMENTAL", step)
-            technique = q21_technique if mv.name == "mv_corr_q21" else key
+            technique = techniques.get(mv.name, key)
             assert technique in (run.reason or ""), f"{mv.name} after {step}: {run.reason}"

@@ -38,8 +38,14 @@ Among the classes, the one binding the most references, at least one inside a su
 ...     "(SELECT * FROM b WHERE b.y = a.x AND b.z = a.w) GROUP BY a.x")).bound
 ('x', 'y')
 >>> correlated_plan(parse_query(
-...     "SELECT a.x FROM a LEFT JOIN b ON a.x = b.x WHERE EXISTS (SELECT 1 FROM c WHERE c.x = a.x)"))
-'an outer join'
+...     "SELECT a.x FROM a LEFT JOIN b ON a.x = b.x WHERE EXISTS (SELECT 1 FROM c WHERE c.x = a.x)")).bound
+('x', 'x', 'x')
+>>> correlated_plan(parse_query("SELECT n, count(*) AS c FROM (SELECT a.x, count(b.y) AS n "
+...     "FROM a LEFT JOIN b ON a.x = b.x GROUP BY a.x) AS d GROUP BY n")).bound
+('x', 'x')
+>>> correlated_plan(parse_query("SELECT n, count(*) AS c FROM (SELECT a.w, count(b.y) AS n "
+...     "FROM a LEFT JOIN b ON a.x = b.x GROUP BY a.w) AS d GROUP BY n"))
+'a derived table grouped by no column of its correlation key'
 """
 
 from __future__ import annotations
@@ -55,6 +61,8 @@ from sparkmv.analysis.subqueries import conjunct_of, predicates, subquery_body
 from sparkmv.errors import SparkMvError
 
 TECHNIQUE = "affected-key recomputation of a correlation key"
+DERIVED = "__smv_derived"
+"""The name a derived table is read by when its outer query's delta rules are checked."""
 
 Known = Mapping[str, Collection[str]]
 """Qualified base table (lower case) -> its column names: tells an unqualified column's table."""
@@ -93,6 +101,15 @@ class CorrelatedPlan:
         """The tables (qualified, lower case) with a reference bound to no key."""
         return {t for t, c in zip(self.tables, self.bound, strict=True) if c is None}
 
+    def shared_tables(self) -> set[str]:
+        """The tables (qualified, lower case) with a reference bound to the key and another
+        bound to none: any change of them recomputes the touched groups.
+
+        >>> CorrelatedPlan("c.k", ("k", None, "k"), ("d.c", "d.c", "d.o")).shared_tables()
+        {'d.c'}
+        """
+        return self.unbound_tables() & {t for t, c in zip(self.tables, self.bound, strict=True) if c is not None}
+
     def bound_columns(self, table: str) -> set[str]:
         """The columns of ``table`` (qualified, lower case) its references are bound by."""
         return {c for t, c in zip(self.tables, self.bound, strict=True) if t == table and c is not None}
@@ -123,34 +140,87 @@ class _Scope:
 
 def correlated_plan(query: exp.Expr, known: Known | None = None) -> CorrelatedPlan | str:
     """The correlation key partitioning ``query``'s relation (module docstring), or why
-    there is none: a shape other than one SELECT over base tables with inner joins and
-    subquery predicates in WHERE conjuncts, or no key binding a subquery's reference.
-    ``known`` tells an unqualified column's table (else such a column binds nothing)."""
+    there is none: a shape other than one SELECT over base tables with inner or outer joins
+    and subquery predicates in WHERE conjuncts, or no key binding a subquery's reference.
+    A SELECT over one derived table is partitioned by the derived table's key
+    (:func:`_derived_plan`). ``known`` tells an unqualified column's table (else such a
+    column binds nothing)."""
     if not isinstance(query, exp.Select) or query.args.get("with") is not None:
         return "not one SELECT"
     refs = {id(t): i for i, t in enumerate(_table_refs(query))}
+    lookup = {k.lower(): {c.lower() for c in v} for k, v in (known or {}).items()}
+    derived = single_derived(query)
+    if derived is not None:
+        if sum(1 for _ in query.find_all(exp.Select)) != 1 + sum(1 for _ in derived.find_all(exp.Select)):
+            return "a subquery beside a derived table"
+        return _plan(derived, refs, lookup, derived=True)
+    return _plan(query, refs, lookup, derived=False)
+
+
+def single_derived(query: exp.Select) -> exp.Select | None:
+    """The SELECT of the one derived table ``query`` reads (its FROM, no join), else None.
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> q = parse_query("SELECT n, count(*) AS c FROM (SELECT k, count(*) AS n FROM t GROUP BY k) s GROUP BY n")
+    >>> single_derived(q).sql()
+    'SELECT k, COUNT(*) AS n FROM t GROUP BY k'
+    """
+    source = query.args.get("from_") or query.args.get("from")
+    if source is None or query.args.get("joins") or not isinstance(source.this, exp.Subquery):
+        return None
+    body = source.this.this
+    return body if isinstance(body, exp.Select) and body.args.get("with") is None else None
+
+
+def _plan(select: exp.Select, refs: dict[int, int], lookup: dict[str, set[str]], derived: bool) -> CorrelatedPlan | str:
+    """The key of ``select``'s relation binding the most references: at least one inside a
+    subquery, or for a ``derived`` table's SELECT any key its rows keep apart
+    (:func:`_partition_problem`)."""
     try:
-        root = _scope(query, None, refs)
+        root = _scope(select, None, refs)
     except _Refused as exc:
         return str(exc)
-    if sum(1 for _ in root.walk()) != sum(1 for _ in query.find_all(exp.Select)):
+    if sum(1 for _ in root.walk()) != sum(1 for _ in select.find_all(exp.Select)):
         return "a subquery outside a WHERE conjunct"
-    lookup = {k.lower(): {c.lower() for c in v} for k, v in (known or {}).items()}
     resolved = {s_id: _resolved(s, lookup) for s_id, s in ((id(s), s) for s in root.walk())}
     best: tuple[int, Ref, dict[int, str]] | None = None
+    problem = "no correlation key binds a subquery's table"
     for start in _outer_columns(root, resolved):
         members = _outer_class(root, resolved[id(root)], start)
         bound = {i: c for i, c in sorted(members, reverse=True)}  # the first column of each reference
         inner = _bind_children(root, set(members), bound, resolved)
+        if derived:
+            why = _partition_problem(root, members, lookup)
+            problem, inner = (why, False) if why else (problem, True)
         if inner and (best is None or len(bound) > best[0]):
             best = (len(bound), start, bound)
     if best is None:
-        return "no correlation key binds a subquery's table"
+        return problem
     _, start, bound = best
     order = sorted(refs.values())
     tables = {i: t for s in root.walk() for i, t in s.tables.items()}
     alias = next(a for s in root.walk() for a, i in s.aliases.items() if i == start[0])
     return CorrelatedPlan(f"{alias}.{start[1]}", tuple(bound.get(i) for i in order), tuple(tables[i] for i in order))
+
+
+def _partition_problem(root: _Scope, members: set[Ref], lookup: dict[str, set[str]]) -> str | None:
+    """Why the rows of a derived table's SELECT (``root``) are not each made of one key's
+    rows of the class ``members``: a DISTINCT, window, LIMIT, or grouping without a column
+    of the class (a group would gather several keys' rows); else None."""
+    select = root.select
+    if select.args.get("distinct") or any(select.find_all(exp.Window)):
+        return "a derived table with DISTINCT or a window function"
+    if select.args.get("limit") or select.args.get("offset"):
+        return "a derived table with LIMIT"
+    group = select.args.get("group")
+    if group is None:
+        if any(isinstance(node, exp.AggFunc) for item in select.expressions for node in item.walk()):
+            return "a derived table aggregating all its rows"
+        return None
+    for item in group.expressions:
+        if isinstance(item, exp.Column) and _resolve(root, item, lookup) in members:
+            return None
+    return "a derived table grouped by no column of its correlation key"
 
 
 class _Refused(Exception):
@@ -175,8 +245,10 @@ def _scope(select: exp.Select, parent: _Scope | None, refs: dict[int, int]) -> _
         if not isinstance(table, exp.Table) or isinstance(table.this, exp.Func):
             raise _Refused("a derived table")
         if isinstance(source, exp.Join):
-            if source.side or source.kind.upper() not in ("", "INNER", "CROSS") or source.args.get("using"):
-                raise _Refused("an outer join")
+            # An outer join keeps a key's rows apart too: a row matches or is NULL-extended
+            # by rows of its own key only (the ON equality), so its ON binds as an inner one.
+            if source.kind.upper() not in ("", "INNER", "CROSS", "OUTER") or source.args.get("using"):
+                raise _Refused("a semi-, anti- or USING join")
             on = source.args.get("on")
             scope.equalities += _equalities(on) if on is not None else []
         try:
@@ -294,16 +366,15 @@ def correlated_analysis(
     None when either does not hold (or without ``known``, which tells a correlation's sides).
     """
     from sparkmv.analysis.qualify import qualify_unqualified
-    from sparkmv.analysis.subqueries import without_subqueries
 
-    if not known or not isinstance(query, exp.Select) or not predicates(query):
+    if not known or not isinstance(query, exp.Select):
+        return None
+    if not predicates(query) and single_derived(query) is None:
         return None
     qualified = qualify_unqualified(query, known)
     if not isinstance(qualified, exp.Select):
         return None
-    stripped = without_subqueries(qualified)
-    assert isinstance(stripped, exp.Select)
-    linear = analyze_whole(stripped)
+    linear = analyze_whole(_linear_layer(qualified))
     if linear.reason is not None or linear.keyed is not None or linear.stages or not linear.aggregate:
         return None
     if any(c.role in ("min", "max") for c in linear.columns):
@@ -313,6 +384,24 @@ def correlated_analysis(
         return None
     augmented = augment(qualified, linear.columns)
     return IvmAnalysis(None, True, linear.columns, linear.state_columns, augmented, TECHNIQUE, correlated=plan)
+
+
+def _linear_layer(select: exp.Select) -> exp.Select:
+    """``select`` as the delta rules see the layer above the key's rows: its subquery
+    conjuncts left out, or its one derived table read as a base table (:data:`DERIVED`)."""
+    from sparkmv.analysis.subqueries import without_subqueries
+
+    derived = single_derived(select)
+    if derived is None:
+        stripped = without_subqueries(select)
+        assert isinstance(stripped, exp.Select)
+        return stripped
+    copy = select.copy()
+    source = copy.args.get("from_") or copy.args.get("from")
+    assert source is not None  # a derived table was found in it
+    alias = source.this.alias or DERIVED
+    source.this.replace(exp.alias_(exp.to_table(DERIVED), alias, table=True))
+    return copy
 
 
 def correlation_lines(plan: CorrelatedPlan) -> list[str]:

@@ -6,7 +6,8 @@ change (deletes, updates) from the change cache without Spark, of appended files
 small job. Each bound reference is then read filtered to ``T``, once per table and role
 (cached, as TPC-H Q21 reads ``lineitem`` three times): new at the run's position; old as
 the new side's files but the appended ones for an Iceberg append (the consumed snapshot's own
-files are not listed, so they could not be pruned), as its new rows plus its retracted ones
+files are not listed, so they could not be pruned; the new side is then that old side and
+the appended files, so each file is read once), as its new rows plus its retracted ones
 for a change that only retracted rows (``old = new ⊎ retracted``), else at the consumed
 snapshot (time travel); and
 when a probe (:mod:`sparkmv.refresh.incremental.probe`) finds none of the keys left in a
@@ -184,9 +185,18 @@ class _Side:
         if role == "new" and change is not None and emptied(self.rt, self.new[table], column, change, self.keys):
             schema = schema_from_json(self.new[table].schema_json)
             return self.rt.spark.createDataFrame([], schema)
-        if role == "old" and change is not None and _appended(self.new[table], change):
+        appended = change is not None and _appended(self.new[table], change)
+        if role == "new" and appended:
+            # The new rows are the old ones and the appended ones: the files are read once.
+            assert change is not None
+            old = self.rt.spark.table(self._filtered(table, "old", column))
+            rows = read_pinned(self.rt.spark, change, store=self.rt.iceberg)
+            rows = rows.select(*(F.col(quote_name(c)) for c in old.columns))
+            return old.unionByName(self._where(rows, table, column))
+        if role == "old" and appended:
             # The consumed snapshot is the new one without the appended files (their deletes
             # too: an append adds none), so its files need no listing of the old snapshot.
+            assert change is not None
             added = {f for p in change.partitions.values() for f in p.files}
             pinned = self._pruned(self.new[table], column)
             parts = {k: replace(p, files=[f for f in p.files if f not in added]) for k, p in pinned.partitions.items()}

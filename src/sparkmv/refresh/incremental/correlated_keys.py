@@ -15,7 +15,7 @@ from sparkmv.analysis.semijoin import INTEGER_TYPES
 from sparkmv.refresh.incremental import probe
 from sparkmv.refresh.incremental.pruned import bytes_within, iceberg_table, known_range
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources.changes import SIGNED, BaseChange
+from sparkmv.sources.changes import APPEND, SIGNED, BaseChange
 from sparkmv.sources.pinned import PinnedTable
 
 
@@ -84,9 +84,10 @@ def correlated_bytes(
     filtered to the touched keys (its files pruned by their range when it is known: an
     Iceberg append's manifest bounds, or a cached signed change's keys), none of it when a
     probe finds the keys gone (``assume``, AUTO's floor estimate: a signed change not read
-    yet counts as if it did); read old once more, but for the appended files, when its
-    change appended (a change that only retracted is its new rows plus its retracted ones);
-    a table bound to no key twice."""
+    yet counts as if it did); an appended table's old side is its new files but the
+    appended ones (the new side reads them once more), a change that only retracted is its
+    new rows plus its retracted ones, any other change reads the old side again; a table
+    bound to no key twice."""
     load = functools.partial(iceberg_table, rt)
     deltas = {t: c.delta for t, c in changed.items() if c.delta is not None}
     keys = cached_keys(rt, plan, deltas)
@@ -106,11 +107,16 @@ def correlated_bytes(
             continue
         if keys is None and assume and change is not None and change.kind == SIGNED:
             continue
-        read = _within(load, source, column, span, whole)
-        total += read
-        if change is not None and change.kind != SIGNED:
-            total += max(0, read - change.delta_bytes)  # the old side: the same files but the appended ones
+        total += _within(load, source, column, span, whole)
+        if change is not None and change.kind != SIGNED and not _iceberg_append(change):
+            total += _within(load, source, column, span, whole)  # the old side at the consumed snapshot
     return total
+
+
+def _iceberg_append(change: BaseChange) -> bool:
+    """True when ``change`` appended files to an Iceberg table (its old side is its new
+    files but those: :mod:`sparkmv.refresh.incremental.correlated`)."""
+    return change.kind == APPEND and change.delta is not None and change.delta.kind == "iceberg"
 
 
 def _within(load: Any, source: PinnedTable, column: str, span: tuple[Any, Any] | None, whole: int) -> int:
