@@ -404,6 +404,27 @@ def _linear_layer(select: exp.Select) -> exp.Select:
     return copy
 
 
+def used_columns(query: exp.Expr) -> set[str] | None:
+    """The names (lower case) of every column ``query`` reads, a superset of each base
+    table's columns it needs; None when a SELECT other than an ``EXISTS`` body projects
+    ``*`` (every column is then needed).
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> sorted(used_columns(parse_query(
+    ...     "SELECT a.x, count(*) AS n FROM a WHERE EXISTS (SELECT * FROM b WHERE b.y = a.x) GROUP BY a.x")))
+    ['x', 'y']
+    >>> used_columns(parse_query("SELECT n FROM (SELECT t.* FROM t) AS d")) is None
+    True
+    """
+    for select in query.find_all(exp.Select):
+        if isinstance(select.parent, exp.Exists):
+            continue
+        for item in select.expressions:
+            if isinstance(item, exp.Star) or (isinstance(item, exp.Column) and isinstance(item.this, exp.Star)):
+                return None
+    return {c.name.lower() for c in query.find_all(exp.Column) if not isinstance(c.this, exp.Star)}
+
+
 def correlation_lines(plan: CorrelatedPlan) -> list[str]:
     """EXPLAIN REFRESH's lines of a correlation key: the references it binds, and those
     whose table must not change for it to apply.

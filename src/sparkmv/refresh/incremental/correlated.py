@@ -35,7 +35,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructField, StructType
 
-from sparkmv.analysis.correlated import CorrelatedPlan
+from sparkmv.analysis.correlated import CorrelatedPlan, used_columns
 from sparkmv.analysis.formulas import blank_formulas
 from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis
 from sparkmv.analysis.query import bind_occurrences, parse_query
@@ -116,7 +116,7 @@ def correlated_terms(
         if not keys.values and not keys.null:
             yield Terms(None, True, lambda: views.over_new(full, new))
             return
-        side = _Side(rt, views, plan, new, old, delta, keys)
+        side = _Side(rt, views, plan, new, old, delta, keys, used_columns(full))
         fresh = rt.spark.sql(bind_occurrences(query, side.bind("new")))
         gone = _negated(rt.spark.sql(bind_occurrences(query, side.bind("old"))), analysis)
         yield Terms(fresh.unionByName(gone), True, lambda: views.over_new(full, new))
@@ -149,10 +149,24 @@ class _Side:
         old: dict[str, PinnedTable],
         delta: dict[str, PinnedTable],
         keys: TouchedKeys,
+        used: set[str] | None,
     ) -> None:
         self.rt, self.views, self.plan, self.keys = rt, views, plan, keys
         self.new, self.old, self.delta = new, old, delta
         self.by_lower = {t.lower(): t for t in new}
+        self.used = used
+
+    def _read(self, pinned: PinnedTable) -> DataFrame:
+        """``pinned``'s rows with only the columns the query reads (all of them when it
+        selects ``*``): a filtered read decodes no other column, and keeps none cached."""
+        return self._kept(read_pinned(self.rt.spark, pinned, store=self.rt.iceberg))
+
+    def _kept(self, frame: DataFrame) -> DataFrame:
+        """``frame`` with only the columns the query reads (and the sign column)."""
+        if self.used is None:
+            return frame
+        wanted = [c for c in frame.columns if c.lower() in self.used or c == SIGN_COLUMN]
+        return frame.select(*(F.col(quote_name(c)) for c in wanted)) if wanted else frame
 
     def bind(self, role: str) -> list[str | None]:
         """The view of each table reference of the query for ``role`` (new, old)."""
@@ -179,19 +193,18 @@ class _Side:
         change = self.delta.get(table)
         if role == "old" and change is not None and change.kind in SIGNED_KINDS and self._retracts_only(table, column):
             new = self.rt.spark.table(self._filtered(table, "new", column))
-            retracted = read_pinned(self.rt.spark, change, store=self.rt.iceberg)
+            retracted = self._read(change)
             gone = retracted.where(F.col(SIGN_COLUMN) < 0).drop(SIGN_COLUMN)
             return new.unionByName(self._where(gone, table, column))
         if role == "new" and change is not None and emptied(self.rt, self.new[table], column, change, self.keys):
             schema = schema_from_json(self.new[table].schema_json)
-            return self.rt.spark.createDataFrame([], schema)
+            return self._kept(self.rt.spark.createDataFrame([], schema))
         appended = change is not None and _appended(self.new[table], change)
         if role == "new" and appended:
             # The new rows are the old ones and the appended ones: the files are read once.
             assert change is not None
             old = self.rt.spark.table(self._filtered(table, "old", column))
-            rows = read_pinned(self.rt.spark, change, store=self.rt.iceberg)
-            rows = rows.select(*(F.col(quote_name(c)) for c in old.columns))
+            rows = self._read(change).select(*(F.col(quote_name(c)) for c in old.columns))
             return old.unionByName(self._where(rows, table, column))
         if role == "old" and appended:
             # The consumed snapshot is the new one without the appended files (their deletes
@@ -203,7 +216,7 @@ class _Side:
             pinned = replace(pinned, partitions={k: p for k, p in parts.items() if p.files})
         else:
             pinned = self._pruned(self.new[table] if role == "new" else self.old[table], column)
-        return self._where(read_pinned(self.rt.spark, pinned, store=self.rt.iceberg), table, column)
+        return self._where(self._read(pinned), table, column)
 
     def _pruned(self, pinned: PinnedTable, column: str) -> PinnedTable:
         """``pinned`` with only the files whose bounds of an integer ``column`` overlap the
