@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from sparkmv.analysis.correlated import TECHNIQUE, correlated_plan
-from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.incremental import analyze_incremental
+from sparkmv.analysis.maintenance_plan import maintenance_plan
 from sparkmv.analysis.query import parse_query
 
 Q21 = (

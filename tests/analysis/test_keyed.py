@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.incremental import analyze_incremental
 from sparkmv.analysis.keyed import KeyedPlan, inline_ctes, keyed_plan
+from sparkmv.analysis.maintenance_plan import maintenance_plan
 from sparkmv.analysis.query import parse_query
 
 # TPC-H Q7's shape: an aggregate over a subquery in FROM joining six tables.

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmv.analysis.incremental import analyze_for_table, analyze_incremental, maintenance_plan, occurrence_terms
+from sparkmv.analysis.incremental import analyze_for_table, analyze_incremental, occurrence_terms
+from sparkmv.analysis.maintenance_plan import maintenance_plan
 from sparkmv.analysis.merge import merge_derived
 from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.signed import signed_query

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.incremental import analyze_incremental
+from sparkmv.analysis.maintenance_plan import maintenance_plan
 from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.stages import split_stages
 from sparkmv.demo.tpch_queries import TPCH_QUERIES

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from sparkmv.analysis.incremental import analyze_incremental, maintenance_plan
+from sparkmv.analysis.incremental import analyze_incremental
 from sparkmv.analysis.keyed import inline_ctes
+from sparkmv.analysis.maintenance_plan import maintenance_plan
 from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.unions import distinct_union
 

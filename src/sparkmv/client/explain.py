@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from sparkmv.analysis.incremental import analyze_for_table, maintenance_plan
+from sparkmv.analysis.incremental import analyze_for_table
+from sparkmv.analysis.maintenance_plan import maintenance_plan
 from sparkmv.analysis.rewrite import RewriteResult
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError

@@ -23,7 +23,7 @@ from typing import Any
 
 from sqlglot import exp
 
-from sparkmv.analysis.incremental import IvmAnalysis, Stage
+from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.query import parse_query, referenced_tables, table_name
 from sparkmv.analysis.semijoin import Reduction, reductions
 from sparkmv.names import ObjectName

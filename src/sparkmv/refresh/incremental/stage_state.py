@@ -38,7 +38,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from sparkmv.analysis.incremental import IvmAnalysis, Stage, stage_state_analysis
+from sparkmv.analysis.incremental import stage_state_analysis
+from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.names import ObjectName
 from sparkmv.refresh.runtime import Runtime

@@ -29,7 +29,7 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
-from sparkmv.analysis.incremental import IvmAnalysis, Stage
+from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.query import bind_tables, parse_query
 from sparkmv.analysis.signed import SIGN
 from sparkmv.names import ObjectName
