@@ -17,6 +17,8 @@ import pytest
 
 MODULES = [
     "sparkmv.analysis.incremental",
+    "sparkmv.analysis.maintenance_plan",
+    "sparkmv.analysis.correlated",
     "sparkmv.analysis.lineage",
     "sparkmv.analysis.query",
     "sparkmv.analysis.signed",
