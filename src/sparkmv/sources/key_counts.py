@@ -38,9 +38,11 @@ def column_bytes(pinned: PinnedTable) -> int:
 def count_matching(
     pinned: PinnedTable, column: str, values: Sequence[object], store: IcebergStore | None
 ) -> int | None:
-    """Rows of the Iceberg table ``pinned`` (at its pinned snapshot, position deletes
-    applied) whose ``column`` is one of ``values`` (equality as an equi-join's: NULL never
-    matches), read by pyiceberg's Arrow reader on the driver; None when it is left to Spark:
+    """Whether rows of the Iceberg table ``pinned`` (at its pinned snapshot, position
+    deletes applied) hold one of ``values`` in ``column`` (equality as an equi-join's: NULL
+    never matches): 0 when none does, else the matching rows of the batches read until the
+    first that holds one (reading stops there: a probe asks only whether any key is left),
+    read by pyiceberg's Arrow reader on the driver; None when it is left to Spark:
     not an Iceberg table (of an external catalog, or of sparkmv's own with ``store``), no
     pinned snapshot, the column's share above :data:`MAX_BYTES`, or a type Arrow cannot
     compare (the caller then counts with Spark).
@@ -69,16 +71,20 @@ def count_matching(
     field = next((f for f in schema.fields if f.name.lower() == column.lower()), None)
     if field is None or not _comparable(str(field.field_type)):
         return None
-    tasks = external_tables.plan(name, table, pinned.snapshot_id)
-    read = ArrowScan(table.metadata, table.io, schema.select(field.name), AlwaysTrue()).to_table(tasks)
     keys = [v for v in values if v is not None]
-    if not keys or not read.num_rows:
+    if not keys:
         return 0
+    tasks = external_tables.plan(name, table, pinned.snapshot_id)
+    scan = ArrowScan(table.metadata, table.io, schema.select(field.name), AlwaysTrue())
     try:
-        wanted = pa.array(keys, type=read.schema.field(0).type)
-        return int(pc.sum(pc.is_in(read.column(0), value_set=wanted)).as_py() or 0)
+        for batch in scan.to_record_batches(tasks):
+            wanted = pa.array(keys, type=batch.schema.field(0).type)
+            count = int(pc.sum(pc.is_in(batch.column(0), value_set=wanted)).as_py() or 0)
+            if count:
+                return count  # some key is left: the rest of the table need not be read
     except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
         return None
+    return 0
 
 
 def _comparable(iceberg_type: str) -> bool:

@@ -181,8 +181,10 @@ def cached_matches(root: warehouse.Location, target: PinnedTable, column: str, v
 
 
 def matches(rt: Runtime, target: PinnedTable, column: str, values: tuple[Any, ...]) -> int:
-    """Rows of ``target`` (read as pinned, deletes applied) whose ``column`` is one of
-    ``values``: the stored answer, or counted now and stored: on the driver by pyarrow
+    """Whether rows of ``target`` (read as pinned, deletes applied) hold one of ``values``
+    in ``column``: 0 when none does, else a positive count (all of them when counted by
+    Spark; on the driver, those of the batches read until the first match). The stored
+    answer, or counted now and stored: on the driver by pyarrow
     (:func:`~sparkmv.sources.key_counts.count_matching`) or by one Spark job reading that
     column."""
     root = rt.iceberg.warehouse
