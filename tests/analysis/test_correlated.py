@@ -65,7 +65,11 @@ def test_a_subquery_equality_of_two_outer_columns_binds_no_outer_table() -> None
             "a subquery beside a derived table",
         ),
         ("SELECT s.x FROM (SELECT a.x FROM a) s JOIN c ON c.x = s.x", "a derived table"),
-        ("SELECT a.x FROM a LEFT SEMI JOIN b ON a.x = b.x", "a semi-, anti- or USING join"),
+        ("SELECT a.x FROM a LEFT SEMI JOIN b ON a.x = b.x", "a semi-, anti-, NATURAL or USING join"),
+        (
+            "SELECT n, count(*) AS c FROM (SELECT a.x, count(*) AS n FROM a NATURAL JOIN b GROUP BY a.x) d GROUP BY n",
+            "a semi-, anti-, NATURAL or USING join",
+        ),
         (
             "SELECT n, count(*) AS c FROM (SELECT DISTINCT a.x, b.y AS n FROM a JOIN b ON a.x = b.x) d GROUP BY n",
             "a derived table with DISTINCT or a window function",

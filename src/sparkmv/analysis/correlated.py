@@ -247,8 +247,12 @@ def _scope(select: exp.Select, parent: _Scope | None, refs: dict[int, int]) -> _
         if isinstance(source, exp.Join):
             # An outer join keeps a key's rows apart too: a row matches or is NULL-extended
             # by rows of its own key only (the ON equality), so its ON binds as an inner one.
-            if source.kind.upper() not in ("", "INNER", "CROSS", "OUTER") or source.args.get("using"):
-                raise _Refused("a semi-, anti- or USING join")
+            if (
+                source.kind.upper() not in ("", "INNER", "CROSS", "OUTER")
+                or source.args.get("using")
+                or source.args.get("method")
+            ):
+                raise _Refused("a semi-, anti-, NATURAL or USING join")
             on = source.args.get("on")
             scope.equalities += _equalities(on) if on is not None else []
         try:
