@@ -78,6 +78,10 @@ def test_a_subquery_equality_of_two_outer_columns_binds_no_outer_table() -> None
             "SELECT n, count(*) AS c FROM (SELECT count(b.y) AS n FROM a JOIN b ON a.x = b.x) d GROUP BY n",
             "a derived table aggregating all its rows",
         ),
+        (  # an aggregate sqlglot does not model (an Anonymous call): Spark's own list tells
+            "SELECT n, count(*) AS c FROM (SELECT try_sum(b.y) AS n FROM a JOIN b ON a.x = b.x) d GROUP BY n",
+            "a derived table aggregating all its rows",
+        ),
         (
             "SELECT n, count(*) AS c FROM (SELECT a.w, count(b.y) AS n FROM a LEFT JOIN b ON a.x = b.x "
             "GROUP BY a.w) d GROUP BY n",

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 
 from sqlglot import exp
 
+from sparkmv.analysis.constructs import is_aggregate
 from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn
 from sparkmv.analysis.query import table_name
 from sparkmv.analysis.subqueries import conjunct_of, predicates, subquery_body
@@ -143,8 +144,9 @@ def correlated_plan(query: exp.Expr, known: Known | None = None) -> CorrelatedPl
     there is none: a shape other than one SELECT over base tables with inner or outer joins
     and subquery predicates in WHERE conjuncts, or no key binding a subquery's reference.
     A SELECT over one derived table is partitioned by the derived table's key
-    (:func:`_derived_plan`). ``known`` tells an unqualified column's table (else such a
-    column binds nothing)."""
+    (:func:`_plan` of its SELECT, its rows kept apart as :func:`_partition_problem`
+    checks). ``known`` tells an unqualified column's table (else such a column binds
+    nothing)."""
     if not isinstance(query, exp.Select) or query.args.get("with") is not None:
         return "not one SELECT"
     refs = {id(t): i for i, t in enumerate(_table_refs(query))}
@@ -214,7 +216,7 @@ def _partition_problem(root: _Scope, members: set[Ref], lookup: dict[str, set[st
         return "a derived table with LIMIT"
     group = select.args.get("group")
     if group is None:
-        if any(isinstance(node, exp.AggFunc) for item in select.expressions for node in item.walk()):
+        if any(is_aggregate(node) for item in select.expressions for node in item.walk()):
             return "a derived table aggregating all its rows"
         return None
     for item in group.expressions:
