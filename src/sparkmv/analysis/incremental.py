@@ -120,12 +120,14 @@ def _analyze(query: exp.Query, columns: Mapping[str, Collection[str]] | None = N
         return merged
     from sparkmv.analysis.stages import staged_analysis
 
-    correlated = correlated_analysis(query, columns, _analyze_whole, _augment)
     if whole.reason is None:
         # Semi-join stages of distinct keys first: their reads are pruned by the keys' range
         # and the query's own filters (TPC-H Q4 measured no faster through its order key).
         semijoins = _semijoin_staged(query, whole, columns)
-        return semijoins if semijoins is not whole else correlated or whole
+        if semijoins is not whole:
+            return semijoins
+        return correlated_analysis(query, columns, _analyze_whole, _augment) or whole
+    correlated = correlated_analysis(query, columns, _analyze_whole, _augment)
     if correlated is not None and correlated.correlated is not None and not correlated.correlated.shared_tables():
         # Before aggregate stages (TPC-H Q13, Q17), which recompute their touched keys over
         # both inputs and join them back: the key's rows are read once per side.

@@ -77,8 +77,9 @@ def count_matching(
     tasks = external_tables.plan(name, table, pinned.snapshot_id)
     scan = ArrowScan(table.metadata, table.io, schema.select(field.name), AlwaysTrue())
     try:
+        wanted = None
         for batch in scan.to_record_batches(tasks):
-            wanted = pa.array(keys, type=batch.schema.field(0).type)
+            wanted = wanted if wanted is not None else pa.array(keys, type=batch.schema.field(0).type)
             count = int(pc.sum(pc.is_in(batch.column(0), value_set=wanted)).as_py() or 0)
             if count:
                 return count  # some key is left: the rest of the table need not be read

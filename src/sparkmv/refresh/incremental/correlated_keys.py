@@ -107,9 +107,10 @@ def correlated_bytes(
             continue
         if keys is None and assume and change is not None and change.kind == SIGNED:
             continue
-        total += _within(load, source, column, span, whole)
+        read = _within(load, source, column, span, whole)
+        total += read
         if change is not None and change.kind != SIGNED and not _iceberg_append(change):
-            total += _within(load, source, column, span, whole)  # the old side at the consumed snapshot
+            total += read  # the old side, at the consumed snapshot
     return total
 
 
