@@ -41,7 +41,7 @@ from sparkmv.analysis.incremental import ROW_COUNT, IvmAnalysis
 from sparkmv.analysis.query import bind_occurrences, parse_query
 from sparkmv.analysis.semijoin import INTEGER_TYPES
 from sparkmv.refresh.incremental import probe
-from sparkmv.refresh.incremental.correlated_keys import TouchedKeys, column_kind, emptied
+from sparkmv.refresh.incremental.correlated_keys import TouchedKeys, appended_files, column_kind, emptied
 from sparkmv.refresh.incremental.delta import SIGNED_KINDS, Terms, Views
 from sparkmv.refresh.incremental.literals import any_row_sql, quote_name
 from sparkmv.refresh.incremental.pruned import files_within, iceberg_table
@@ -56,13 +56,6 @@ MAX_LITERAL_KEYS = 20_000
 Parquet scan as their range); more filter it by a broadcast semi-join."""
 _KEY = "__smv_correlation_key"
 _names = itertools.count()
-
-
-def _appended(new: PinnedTable, change: PinnedTable) -> bool:
-    """True when ``change`` is files appended to the Iceberg table pinned as ``new``, whose
-    file lists are known."""
-    parts = new.partitions.values()
-    return change.kind == "iceberg" and new.kind == "iceberg" and bool(parts) and all(p.files for p in parts)
 
 
 def touched_keys(rt: Runtime, plan: CorrelatedPlan, delta: dict[str, PinnedTable]) -> TouchedKeys:
@@ -199,7 +192,7 @@ class _Side:
         if role == "new" and change is not None and emptied(self.rt, self.new[table], column, change, self.keys):
             schema = schema_from_json(self.new[table].schema_json)
             return self._kept(self.rt.spark.createDataFrame([], schema))
-        appended = change is not None and _appended(self.new[table], change)
+        appended = change is not None and appended_files(self.new[table], change)
         if role == "new" and appended:
             # The new rows are the old ones and the appended ones: the files are read once.
             assert change is not None

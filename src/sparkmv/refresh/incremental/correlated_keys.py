@@ -15,7 +15,7 @@ from sparkmv.analysis.semijoin import INTEGER_TYPES
 from sparkmv.refresh.incremental import probe
 from sparkmv.refresh.incremental.pruned import bytes_within, iceberg_table, known_range
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources.changes import APPEND, SIGNED, BaseChange
+from sparkmv.sources.changes import SIGNED, BaseChange
 from sparkmv.sources.pinned import PinnedTable
 
 
@@ -109,15 +109,18 @@ def correlated_bytes(
             continue
         read = _within(load, source, column, span, whole)
         total += read
-        if change is not None and change.kind != SIGNED and not _iceberg_append(change):
+        appended = change is not None and change.delta is not None and appended_files(source, change.delta)
+        if change is not None and change.kind != SIGNED and not appended:
             total += read  # the old side, at the consumed snapshot
     return total
 
 
-def _iceberg_append(change: BaseChange) -> bool:
-    """True when ``change`` appended files to an Iceberg table (its old side is its new
-    files but those: :mod:`sparkmv.refresh.incremental.correlated`)."""
-    return change.kind == APPEND and change.delta is not None and change.delta.kind == "iceberg"
+def appended_files(new: PinnedTable, change: PinnedTable) -> bool:
+    """True when ``change`` is files appended to the Iceberg table pinned as ``new``, whose
+    file lists are known: its old side is then its new files but the appended ones
+    (:mod:`sparkmv.refresh.incremental.correlated`)."""
+    parts = new.partitions.values()
+    return change.kind == "iceberg" and new.kind == "iceberg" and bool(parts) and all(p.files for p in parts)
 
 
 def _within(load: Any, source: PinnedTable, column: str, span: tuple[Any, Any] | None, whole: int) -> int:
