@@ -15,7 +15,7 @@ import pytest
 
 from sparkmv.errors import StorageError
 from sparkmv.storage import jvm_archive
-from sparkmv.storage.spark import JAVA_OPTIONS, LOCAL_JAVA_OPTIONS, _with_local_java_options
+from sparkmv.storage.spark import JAVA_OPTIONS, LOCAL_JAVA_OPTIONS, QUICK_JAVA_OPTIONS, _with_local_java_options
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -87,6 +87,11 @@ def test_local_driver_options(env: dict[str, str], monkeypatch: pytest.MonkeyPat
     own = _with_local_java_options("local[*]", {JAVA_OPTIONS: "-XX:TieredStopAtLevel=4 -Dx=1"})[JAVA_OPTIONS]
     assert own == f"-XX:SharedArchiveFile={path} -Xshare:auto -Xlog:cds*=off -XX:TieredStopAtLevel=4 -Dx=1"
     assert JAVA_OPTIONS not in _with_local_java_options("spark://h:7077", {}), "not a local driver"
+    quick = _with_local_java_options("local[2]", {}, quick_start=True)[JAVA_OPTIONS]
+    assert quick == f"{QUICK_JAVA_OPTIONS} -XX:SharedArchiveFile={path} -Xshare:auto -Xlog:cds*=off"
+    assert QUICK_JAVA_OPTIONS.split()[0] == "-XX:TieredStopAtLevel=1"
+    own = _with_local_java_options("local[2]", {JAVA_OPTIONS: "-XX:-TieredCompilation"}, quick_start=True)
+    assert own[JAVA_OPTIONS].endswith("-Xlog:cds*=off -XX:-TieredCompilation"), "a user's own tier choice wins"
 
 
 class _Jvm:

@@ -57,8 +57,9 @@ def run_command(
     """Refresh the pipeline's materialized views in dependency order: each atomically, SKIPPED
     when nothing it reads changed, PCT or INCREMENTAL when AUTO picks them."""
     from sparkmv.cli.session import console, state
+    from sparkmv.pipeline.pending import pending_work
     from sparkmv.pipeline.project import selection
-    from sparkmv.pipeline.run import needs_spark, run_pipeline
+    from sparkmv.pipeline.run import run_pipeline
 
     full, only = _names(full_refresh), _names(refresh)
     if full_refresh_all and (full or only):
@@ -73,8 +74,9 @@ def run_command(
     # Table metadata through fsspec's FileIO, not pyiceberg's PyArrow one (pyarrow, pandas: about
     # 0.5 s to import): a run in which every dataset is up to date imports neither, nor pyspark.
     client.runtime.iceberg.read_through_fsspec()
-    if needs_spark(client, project, full_set, full_refresh_all, only_set):
-        client.runtime.start_spark_in_background()  # the JVM starts while the first dataset plans
+    pending = pending_work(client, project, full_set, full_refresh_all, only_set)
+    if pending.needs_spark:  # the JVM starts while the first dataset plans
+        client.runtime.start_spark_in_background(quick_start=pending.quick_start)
 
     def report(r: DatasetResult) -> None:
         client.runtime.wait_for_spark()  # Spark's start sends this process's output to its log

@@ -31,12 +31,14 @@ when any dataset failed.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.pipeline.graph import Graph
 from sparkmv.pipeline.model import REFRESHED_KINDS, STREAMING_TABLE, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
 from sparkmv.pipeline.project import Project
 
@@ -45,6 +47,10 @@ if TYPE_CHECKING:
     from sparkmv.refresh.result import RefreshRun
 
 KNOWN_PROPERTY_PREFIXES = ("session.",)
+MAX_CONCURRENT_FLOWS = "spark.sql.pipelines.execution.maxConcurrentFlows"
+"""SDP's setting (the spec's ``configuration``): datasets refreshed at once."""
+DEFAULT_CONCURRENT_FLOWS = 16
+"""SDP's default of :data:`MAX_CONCURRENT_FLOWS`."""
 
 
 @dataclass
@@ -90,87 +96,130 @@ def run_pipeline(
     full_refresh_all: bool = False,
     refresh: set[ObjectName] | None = None,
     on_result: Callable[[DatasetResult], None] | None = None,
+    max_concurrent: int | None = None,
 ) -> RunResult:
     """Refresh the project's materialized views in dependency order (rules in the module
     docstring). ``refresh`` / ``full_refresh``: when either is given, only those datasets are
     refreshed (the others are EXCLUDED); ``full_refresh`` ones and, with ``full_refresh_all``,
-    all are forced. ``on_result`` is called as each dataset finishes.
+    all are forced. ``on_result`` is called (in this thread) as each dataset finishes.
+
+    Up to ``max_concurrent`` SQL datasets whose inputs have finished refresh at once, each in
+    its own thread (default: the spec's ``spark.sql.pipelines.execution.maxConcurrentFlows``,
+    else 16, as SDP runs its flows); a Python dataset runs alone, after every dataset before
+    it in dependency order (its inputs are known only once its function has run, and it binds
+    temporary views in the shared session).
 
     Raises:
-        PipelineDefinitionError: a cycle found while running (through a Python MV).
+        PipelineDefinitionError: a cycle found while running (through a Python MV); the
+            spec's setting is not a positive integer (:func:`concurrent_flows`).
     """
+    limit = max(1, max_concurrent) if max_concurrent is not None else concurrent_flows(project)
     full = set(full_refresh or ())
     chosen = full | set(refresh or ())
     graph = project.graph
     result = RunResult(project.spec.name)
     outcome: dict[ObjectName, str] = {}
-    while True:
-        pending = [n for n in graph.order() if n not in outcome]
-        if not pending:
-            return result
-        name = pending[0]
-        ds = graph.datasets[name]
-        if ds.kind == TEMPORARY_VIEW:
-            outcome[name] = "VIEW"
-            continue
-        started = datetime.now(UTC).replace(tzinfo=None)
-        failed_inputs = [n for n in graph.inputs.get(name, []) if outcome.get(n) in ("FAILED", "NOT RUN")]
-        if chosen and name not in chosen:
-            res = DatasetResult(name, _source(ds), "EXCLUDED", reason="not selected by --refresh / --full-refresh")
-        elif failed_inputs:
-            res = DatasetResult(name, _source(ds), "NOT RUN", reason=f"input {failed_inputs[0].display} failed")
-        else:
-            force = full_refresh_all or name in full
-            try:
-                res = _run_one(client, project, ds, force, set(outcome))
-            except _NeedsDataset as need:
-                graph.inputs.setdefault(name, []).append(need.name)
-                continue
-            except PipelineDefinitionError:
-                raise
-            except Exception as exc:
-                if not _is_user_error(exc):
-                    raise
-                res = DatasetResult(name, _source(ds), "FAILED", reason=_one_line(exc))
+    running: dict[Future[DatasetResult], tuple[ObjectName, datetime]] = {}
+
+    def finish(res: DatasetResult, started: datetime) -> None:
         res.started = res.started or started
-        res.finished = res.finished or datetime.now(UTC).replace(tzinfo=None)
-        outcome[name] = res.state
+        res.finished = res.finished or _now()
+        outcome[res.name] = res.state
         result.results.append(res)
         if on_result is not None:
             on_result(res)
 
+    def attempt(ds: Dataset, done: set[ObjectName]) -> DatasetResult:
+        try:
+            return _run_one(client, project, ds, full_refresh_all or ds.name in full, done)
+        except (_NeedsDataset, PipelineDefinitionError):
+            raise
+        except Exception as exc:
+            if not _is_user_error(exc):
+                raise
+            return DatasetResult(ds.name, _source(ds), "FAILED", reason=_one_line(exc))
 
-def needs_spark(
-    client: Client,
-    project: Project,
-    full_refresh: set[ObjectName] | None = None,
-    full_refresh_all: bool = False,
-    refresh: set[ObjectName] | None = None,
-) -> bool:
-    """True when running the project will start Spark: a Python dataset, a forced refresh, a
-    SQL dataset missing from the catalog or whose stored query changed, or one whose base
-    partitions changed since its last refresh (the freshness rule of ``sparkmv status``, from
-    metadata only). Lets the caller start the JVM while the run plans; False when every
-    selected dataset is up to date (then nothing starts Spark)."""
-    from sparkmv.services.status import mv_freshness
+    with ThreadPoolExecutor(limit, thread_name_prefix="sparkmv-pipeline") as pool:
+        while True:
+            for ds in _startable(graph, outcome, {n for n, _ in running.values()}, len(running) < limit):
+                if ds.kind == TEMPORARY_VIEW:
+                    outcome[ds.name] = "VIEW"
+                elif (skipped := _not_run(graph, ds, outcome, chosen)) is not None:
+                    finish(skipped, _now())
+                else:
+                    running[pool.submit(attempt, ds, set(outcome))] = (ds.name, _now())
+                    if ds.is_python or len(running) >= limit:
+                        break
+            if not running:
+                if all(n in outcome for n in graph.order()):
+                    return result
+                continue
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                name, started = running.pop(future)
+                try:
+                    finish(future.result(), started)
+                except _NeedsDataset as need:
+                    graph.inputs.setdefault(name, []).append(need.name)
 
-    chosen = set(full_refresh or ()) | set(refresh or ())
-    if full_refresh_all or full_refresh:
-        return True
-    for name in project.graph.order():
-        ds = project.graph.datasets[name]
-        if ds.kind not in REFRESHED_KINDS or (chosen and name not in chosen):
+
+def concurrent_flows(project: Project) -> int:
+    """The spec's ``spark.sql.pipelines.execution.maxConcurrentFlows`` (SDP's setting), else
+    :data:`DEFAULT_CONCURRENT_FLOWS`.
+
+    Raises:
+        PipelineDefinitionError: ``<spec>: configuration <key>: must be a positive integer,
+            not '<value>'``.
+    """
+    text = project.spec.configuration.get(MAX_CONCURRENT_FLOWS)
+    if text is None:
+        return DEFAULT_CONCURRENT_FLOWS
+    if not text.strip().isdigit() or int(text) < 1:
+        raise PipelineDefinitionError(
+            f"{project.spec.path}: configuration {MAX_CONCURRENT_FLOWS}: must be a positive integer, not {text!r}"
+        )
+    return int(text)
+
+
+def _startable(graph: Graph, outcome: dict[ObjectName, str], running: set[ObjectName], room: bool) -> list[Dataset]:
+    """The datasets that may start now, in dependency order: not finished nor running, every
+    input finished; none while a Python dataset runs, and a Python dataset only when nothing
+    runs and every dataset before it in dependency order has finished."""
+    if any(graph.datasets[n].is_python for n in running) or not room:
+        return []
+    ready: list[Dataset] = []
+    for name in graph.order():
+        if name in outcome or name in running:
             continue
-        if ds.query is None:
-            return True
-        with client.runtime.catalog.read() as s:
-            row = client.runtime.catalog.objects.find(s, name)
-            if row is None or row.definition != project.queries[name] or (row.partition_by or None) != ds.partition_by:
-                return True
-            fresh = mv_freshness(client.runtime, row)
-        if fresh is None or not fresh.is_fresh:
-            return True
-    return False
+        ds = graph.datasets[name]
+        if ds.is_python:
+            if not running and not ready and all(n in outcome for n in _before(graph, name)):
+                ready.append(ds)
+            break  # nothing after a Python dataset starts before it
+        if all(n in outcome for n in graph.inputs.get(name, [])):
+            ready.append(ds)
+    return ready
+
+
+def _before(graph: Graph, name: ObjectName) -> list[ObjectName]:
+    order = graph.order()
+    return order[: order.index(name)]
+
+
+def _not_run(
+    graph: Graph, ds: Dataset, outcome: dict[ObjectName, str], chosen: set[ObjectName]
+) -> DatasetResult | None:
+    """The report line of a dataset that is not refreshed (not selected, or an input failed)."""
+    failed_inputs = [n for n in graph.inputs.get(ds.name, []) if outcome.get(n) in ("FAILED", "NOT RUN")]
+    if chosen and ds.name not in chosen:
+        return DatasetResult(ds.name, _source(ds), "EXCLUDED", reason="not selected by --refresh / --full-refresh")
+    if failed_inputs:
+        return DatasetResult(ds.name, _source(ds), "NOT RUN", reason=f"input {failed_inputs[0].display} failed")
+    return None
+
+
+def _now() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:

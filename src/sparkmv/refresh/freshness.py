@@ -15,7 +15,9 @@ from dataclasses import dataclass, field
 
 from sparkmv.catalog import Catalog
 from sparkmv.names import ObjectName
+from sparkmv.refresh.context import MvDefinition, lineage_of, pin_all
 from sparkmv.refresh.planner import changed_partitions
+from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
 
 
@@ -30,6 +32,9 @@ class Freshness:
 
     changed: dict[str, list[str]] = field(default_factory=dict)
     oldest_change: float | None = None
+    read_bound_bytes: int | None = None
+    """Asked for with ``mv`` (:func:`freshness`): the bytes of base data a refresh of the
+    changes reads at most (:func:`read_bound`); None when not asked for."""
 
     @property
     def is_fresh(self) -> bool:
@@ -54,18 +59,22 @@ class Freshness:
 
 
 def freshness(
-    catalog: Catalog, store: IcebergStore, object_id: int, base_tables: Iterable[str], excluded: Iterable[str] = ()
+    catalog: Catalog,
+    store: IcebergStore,
+    object_id: int,
+    base_tables: Iterable[str],
+    excluded: Iterable[str] = (),
+    mv: MvDefinition | None = None,
 ) -> Freshness:
     """Pin the base tables (qualified names) of MV ``object_id`` and compare them with its
-    version map, leaving out the ``excluded`` tables.
+    version map, leaving out the ``excluded`` tables; with ``mv`` (its definition), also
+    bound what a refresh of the changes reads (:attr:`Freshness.read_bound_bytes`).
 
     A changed partition whose change time is unknown counts as changed now.
 
     Raises:
         SourceError: when a base table is gone.
     """
-    from sparkmv.refresh.context import pin_all
-
     skip = set(excluded)
     bases = [ObjectName.parse(t, allow_reserved=True) for t in base_tables]
     bases = [b for b in bases if b.qualified not in skip]
@@ -85,4 +94,26 @@ def freshness(
             part = p.partitions.get(path)
             when = part.changed_at if part and part.changed_at else time.time()
             oldest = when if oldest is None else min(oldest, when)
-    return Freshness(changed, oldest)
+    bound = read_bound(mv, pinned, changed) if mv is not None else None
+    return Freshness(changed, oldest, bound)
+
+
+def read_bound(mv: MvDefinition, pinned: dict[str, PinnedTable], changed: dict[str, list[str]]) -> int:
+    """The bytes of base data (Parquet/Iceberg file sizes) that a partition change tracking
+    refresh of ``changed`` reads: the changed partitions of the reference tables and every
+    other base table whole; every base table whole when a non-reference table changed or the
+    lineage does not cover every MV row (then PCT refreshes all partitions, or FULL runs). AUTO
+    never picks a technique it estimates dearer than PCT, so this bounds a refresh's read
+    without planning it (0 when nothing changed).
+    """
+    if not any(changed.values()):
+        return 0
+    lineage = lineage_of(mv, pinned)
+    partial = lineage.complete and all(t in lineage.mappings for t, paths in changed.items() if paths)
+    total = 0
+    for table, p in pinned.items():
+        if partial and table in lineage.mappings:
+            total += sum(p.partitions[path].bytes for path in changed.get(table, []) if path in p.partitions)
+        else:
+            total += sum(part.bytes for part in p.partitions.values())
+    return total

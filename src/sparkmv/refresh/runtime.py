@@ -86,11 +86,13 @@ class Runtime:
             self._spark = get_spark(s.spark_master, s.spark_conf, log_home=s.home, remote=s.spark_remote)
         return self._spark
 
-    def start_spark_in_background(self) -> None:
+    def start_spark_in_background(self, quick_start: bool = False) -> None:
         """Start the SparkSession in another thread, so that the JVM starts while this thread
         does other work (planning); :attr:`spark` waits for it. A start that fails is tried
         again, and its error raised, by the first use of :attr:`spark`. While Spark starts,
-        this process's stdout and stderr go to Spark's log (see :func:`wait_for_spark`)."""
+        this process's stdout and stderr go to Spark's log (see :func:`wait_for_spark`).
+        ``quick_start``: the process will do little Spark work (a local driver JVM then
+        compiles with the first JIT tier only, :data:`sparkmv.storage.spark.QUICK_JAVA_OPTIONS`)."""
         if self._spark is not None or self._starting is not None:
             return
 
@@ -99,7 +101,9 @@ class Runtime:
 
             s = self.settings
             try:
-                self._spark = get_spark(s.spark_master, s.spark_conf, log_home=s.home, remote=s.spark_remote)
+                self._spark = get_spark(
+                    s.spark_master, s.spark_conf, log_home=s.home, remote=s.spark_remote, quick_start=quick_start
+                )
             except Exception:  # raised again by the first use of ``spark``
                 pass
 

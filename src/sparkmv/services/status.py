@@ -14,6 +14,7 @@ from sparkmv.catalog import ObjectKind, RunState
 from sparkmv.catalog.models import ObjectRow, TaskRunRow
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.refresh.context import MvDefinition
 from sparkmv.refresh.freshness import Freshness, freshness
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
@@ -68,14 +69,17 @@ def _size(store: IcebergStore, name: ObjectName) -> tuple[int, int]:
     return rows, parts
 
 
-def mv_freshness(rt: Runtime, row: ObjectRow) -> Freshness | None:
+def mv_freshness(rt: Runtime, row: ObjectRow, read_bound: bool = False) -> Freshness | None:
     """What changed under MV ``row`` since its last refresh (the changed base partitions and
-    the oldest unconsumed change); None when it was never refreshed or a base table is gone."""
+    the oldest unconsumed change; with ``read_bound``, the bytes a refresh of them reads at
+    most, :func:`sparkmv.refresh.freshness.read_bound`); None when it was never refreshed or
+    a base table is gone."""
     if row.last_success_run_id is None:
         return None
     excluded = MvProperties.parse(row.properties or {}).excluded_refresh_tables
     try:
-        return freshness(rt.catalog, rt.iceberg, row.id, row.base_tables or [], excluded)
+        mv = MvDefinition.from_row(row) if read_bound else None
+        return freshness(rt.catalog, rt.iceberg, row.id, row.base_tables or [], excluded, mv)
     except SparkMvError:
         return None
 

@@ -66,6 +66,13 @@ Measured on 2 quiet cores, cold CLI refreshes of the demo's TPC-H Q1 MV at SF1 (
 all 84): the first tier alone 5.3-5.5 s / 28 s; both tiers as by default 6.9-7.0 s / 16 s;
 these options 6.2-6.4 s / 15 s. (The first tier alone also sizes the code cache at 48 MiB,
 which a long process filled: "CodeCache is full. Compiler has been disabled.")"""
+QUICK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+"""Java options of a local driver JVM started for a small amount of work (``quick_start``):
+the first JIT tier alone, without the profiling that feeds the optimizing tier, and the code
+cache of both tiers (the first alone sizes it at 48 MiB, which a long process filled). Measured on 2
+cores (``bench/RESULTS.md``, twelfth session), cold ``sparkmv pipeline run`` of the TPC-H SF1
+two-MV project: one changed partition 8.2-8.4 s -> 6.3-6.5 s (13.6 -> 9.3 CPU seconds), 20 MiB
+read 9.8-9.9 s -> 7.9-8.2 s; but a full recompute of both MVs (300 MiB) 19.0 s -> 21.8 s."""
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"
 
 _lock = threading.Lock()
@@ -77,10 +84,13 @@ def get_spark(
     conf: dict[str, str] | None = None,
     log_home: Path | None = None,
     remote: str | None = None,
+    quick_start: bool = False,
 ) -> SparkSession:
     """The active SparkSession, or a new one: classic for ``master``, or a Spark Connect
     session on the server at ``remote`` (``sc://host:port``, which then wins over ``master``),
-    with ``conf`` over the defaults.
+    with ``conf`` over the defaults. ``quick_start``: the caller knows the process will do
+    little work; a new local driver JVM then gets :data:`QUICK_JAVA_OPTIONS` instead of
+    :data:`LOCAL_JAVA_OPTIONS`.
 
     Only the first call in a process configures the session (Spark allows one per JVM);
     later calls return it unchanged. With ``log_home``, a new session's JVM logs to
@@ -103,7 +113,7 @@ def get_spark(
             return _start_remote(remote, conf or {}, log_home)
         check_master(master)
         os.environ.setdefault("PYSPARK_PYTHON", _python())
-        settings = _with_local_java_options(master, {**DEFAULT_CONF, **(conf or {})})
+        settings = _with_local_java_options(master, {**DEFAULT_CONF, **(conf or {})}, quick_start)
         if log_home is None:
             return _start(master, settings)
         settings = _log_conf(log_home, settings)
@@ -113,8 +123,9 @@ def get_spark(
         return spark
 
 
-def _with_local_java_options(master: str, settings: dict[str, str]) -> dict[str, str]:
-    """``settings`` with :data:`LOCAL_JAVA_OPTIONS` before the driver's Java options, for a
+def _with_local_java_options(master: str, settings: dict[str, str], quick_start: bool = False) -> dict[str, str]:
+    """``settings`` with :data:`LOCAL_JAVA_OPTIONS` (:data:`QUICK_JAVA_OPTIONS` with
+    ``quick_start``) before the driver's Java options, for a
     ``local`` master whose options do not choose a JIT tier themselves, and the options that
     use this machine's class-data archive when one was built for this Java and class path and
     the options choose no archive themselves (:mod:`sparkmv.storage.jvm_archive`)."""
@@ -124,7 +135,7 @@ def _with_local_java_options(master: str, settings: dict[str, str]) -> dict[str,
         return settings
     ours = [jvm_archive.java_options(options, settings)]
     if "Tiered" not in options:
-        ours.insert(0, LOCAL_JAVA_OPTIONS)
+        ours.insert(0, QUICK_JAVA_OPTIONS if quick_start else LOCAL_JAVA_OPTIONS)
     return {**settings, JAVA_OPTIONS: " ".join(o for o in (*ours, options) if o)}
 
 
