@@ -51,3 +51,40 @@ def test_no_deleted_positions_reads_the_files_plainly(spark, tmp_path: Path) -> 
     files = _files(tmp_path)
     empty = pa.table({"file_path": pa.array([], pa.string()), "pos": pa.array([], pa.int64())})
     assert position_deletes.read_applying(spark, files, _schema(), empty).count() == 10
+
+
+def _reported(spark, files: list[str]) -> set[str]:  # type: ignore[no-untyped-def]
+    rows = spark.read.schema(_schema()).parquet(*files).select("_metadata.file_path").distinct().collect()
+    return {r[0] for r in rows}
+
+
+@pytest.mark.parametrize("spelling", ["file-uri", "absolute-path"])
+def test_spellings_are_what_spark_reports_learned_from_its_listing(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, spelling: str
+) -> None:
+    monkeypatch.setattr(position_deletes, "_SPELLINGS", {})
+    monkeypatch.setattr(position_deletes, "_PREFIXES", {})
+    files = _files(tmp_path)
+    if spelling == "absolute-path":
+        files = [f.removeprefix("file://") for f in files]
+    spellings = position_deletes.spark_spellings(spark, files, _schema())
+    assert set(spellings.values()) == _reported(spark, files)
+    assert all("a%20b+c%25d" in s for s in spellings.values())
+    assert position_deletes._PREFIXES == {"file": ("file://", "file:")}  # learned from one file
+
+
+def test_a_scheme_whose_prefix_is_not_learned_is_read_by_a_job(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(position_deletes, "_SPELLINGS", {})
+    monkeypatch.setattr(position_deletes, "_PREFIXES", {"file": ("file://elsewhere", "file:")})
+    files = _files(tmp_path)
+    read: list[list[str]] = []
+    job = position_deletes._read_spellings
+    monkeypatch.setattr(position_deletes, "_read_spellings", lambda s, f, sc: read.append(f) or job(s, f, sc))
+    spellings = position_deletes.spark_spellings(spark, files, _schema())
+    assert read == [files]
+    assert set(spellings.values()) == _reported(spark, files)
+    deleted = pa.table({"file_path": [files[1]], "pos": pa.array([0], pa.int64())})
+    rows = position_deletes.read_applying(spark, files, _schema(), deleted)
+    assert sorted(r.k for r in rows.collect()) == [0, 1, 2, 3, 4, 101, 102, 103, 104]
