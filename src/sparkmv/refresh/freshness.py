@@ -12,13 +12,16 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from sparkmv.catalog import Catalog
 from sparkmv.names import ObjectName
-from sparkmv.refresh.context import MvDefinition, lineage_of, pin_all
 from sparkmv.refresh.planner import changed_partitions
-from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage.iceberg import IcebergStore
+
+if TYPE_CHECKING:  # refresh.context imports pyiceberg's table module, which status need not
+    from sparkmv.refresh.context import MvDefinition
+    from sparkmv.sources.pinned import PinnedTable
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,8 @@ def freshness(
     Raises:
         SourceError: when a base table is gone.
     """
+    from sparkmv.refresh.context import pin_all
+
     skip = set(excluded)
     bases = [ObjectName.parse(t, allow_reserved=True) for t in base_tables]
     bases = [b for b in bases if b.qualified not in skip]
@@ -106,6 +111,8 @@ def read_bound(mv: MvDefinition, pinned: dict[str, PinnedTable], changed: dict[s
     never picks a technique it estimates dearer than PCT, so this bounds a refresh's read
     without planning it (0 when nothing changed).
     """
+    from sparkmv.refresh.context import lineage_of
+
     if not any(changed.values()):
         return 0
     lineage = lineage_of(mv, pinned)

@@ -14,7 +14,6 @@ from sparkmv.catalog import ObjectKind, RunState
 from sparkmv.catalog.models import ObjectRow, TaskRunRow
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.context import MvDefinition
 from sparkmv.refresh.freshness import Freshness, freshness
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
@@ -77,6 +76,8 @@ def mv_freshness(rt: Runtime, row: ObjectRow, read_bound: bool = False) -> Fresh
     if row.last_success_run_id is None:
         return None
     excluded = MvProperties.parse(row.properties or {}).excluded_refresh_tables
+    from sparkmv.refresh.context import MvDefinition
+
     try:
         mv = MvDefinition.from_row(row) if read_bound else None
         return freshness(rt.catalog, rt.iceberg, row.id, row.base_tables or [], excluded, mv)
