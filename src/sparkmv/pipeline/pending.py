@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import REFRESHED_KINDS
 from sparkmv.pipeline.project import Project
+from sparkmv.pipeline.run import definition_changed
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client
@@ -75,7 +76,7 @@ def pending_work(
             return PendingWork(True)
         with client.runtime.catalog.read() as s:
             row = client.runtime.catalog.objects.find(s, name)
-            if row is None or row.definition != project.queries[name] or (row.partition_by or None) != ds.partition_by:
+            if row is None or definition_changed(row, project.queries[name], ds):
                 return PendingWork(True)
         fresh = mv_freshness(client.runtime, row, read_bound=True)
         if fresh is None or fresh.read_bound_bytes is None:

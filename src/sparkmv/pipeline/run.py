@@ -43,6 +43,7 @@ from sparkmv.pipeline.model import REFRESHED_KINDS, STREAMING_TABLE, TEMPORARY_V
 from sparkmv.pipeline.project import Project
 
 if TYPE_CHECKING:
+    from sparkmv.catalog.models import ObjectRow
     from sparkmv.client.client import Client
     from sparkmv.refresh.result import RefreshRun
 
@@ -129,29 +130,21 @@ def run_pipeline(
         if on_result is not None:
             on_result(res)
 
-    def attempt(ds: Dataset, done: set[ObjectName]) -> DatasetResult:
-        try:
-            return _run_one(client, project, ds, full_refresh_all or ds.name in full, done)
-        except (_NeedsDataset, PipelineDefinitionError):
-            raise
-        except Exception as exc:
-            if not _is_user_error(exc):
-                raise
-            return DatasetResult(ds.name, _source(ds), "FAILED", reason=_one_line(exc))
-
     with ThreadPoolExecutor(limit, thread_name_prefix="sparkmv-pipeline") as pool:
         while True:
-            for ds in _startable(graph, outcome, {n for n, _ in running.values()}, len(running) < limit):
+            order = graph.order()
+            for ds in _startable(graph, order, outcome, {n for n, _ in running.values()}, len(running) < limit):
                 if ds.kind == TEMPORARY_VIEW:
                     outcome[ds.name] = "VIEW"
                 elif (skipped := _not_run(graph, ds, outcome, chosen)) is not None:
                     finish(skipped, _now())
                 else:
-                    running[pool.submit(attempt, ds, set(outcome))] = (ds.name, _now())
+                    force = full_refresh_all or ds.name in full
+                    running[pool.submit(_attempt, client, project, ds, force, set(outcome))] = (ds.name, _now())
                     if ds.is_python or len(running) >= limit:
                         break
             if not running:
-                if all(n in outcome for n in graph.order()):
+                if all(n in outcome for n in order):
                     return result
                 continue
             done, _ = wait(running, return_when=FIRST_COMPLETED)
@@ -181,29 +174,40 @@ def concurrent_flows(project: Project) -> int:
     return int(text)
 
 
-def _startable(graph: Graph, outcome: dict[ObjectName, str], running: set[ObjectName], room: bool) -> list[Dataset]:
-    """The datasets that may start now, in dependency order: not finished nor running, every
-    input finished; none while a Python dataset runs, and a Python dataset only when nothing
-    runs and every dataset before it in dependency order has finished."""
+def _startable(
+    graph: Graph, order: list[ObjectName], outcome: dict[ObjectName, str], running: set[ObjectName], room: bool
+) -> list[Dataset]:
+    """The datasets that may start now, in dependency ``order``: not finished nor running,
+    every input finished; none while a Python dataset runs, and a Python dataset only when
+    nothing runs and every dataset before it in ``order`` has finished."""
     if any(graph.datasets[n].is_python for n in running) or not room:
         return []
     ready: list[Dataset] = []
-    for name in graph.order():
-        if name in outcome or name in running:
+    before_done = True
+    for name in order:
+        if name in outcome:
             continue
         ds = graph.datasets[name]
         if ds.is_python:
-            if not running and not ready and all(n in outcome for n in _before(graph, name)):
+            if not running and not ready and before_done:
                 ready.append(ds)
             break  # nothing after a Python dataset starts before it
-        if all(n in outcome for n in graph.inputs.get(name, [])):
+        before_done = False
+        if name not in running and all(n in outcome for n in graph.inputs.get(name, [])):
             ready.append(ds)
     return ready
 
 
-def _before(graph: Graph, name: ObjectName) -> list[ObjectName]:
-    order = graph.order()
-    return order[: order.index(name)]
+def _attempt(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
+    """Run one dataset (in a worker thread); a user's error is its FAILED report line."""
+    try:
+        return _run_one(client, project, ds, force, done)
+    except (_NeedsDataset, PipelineDefinitionError):
+        raise
+    except Exception as exc:
+        if not _is_user_error(exc):
+            raise
+        return DatasetResult(ds.name, _source(ds), "FAILED", reason=_one_line(exc))
 
 
 def _not_run(
@@ -265,17 +269,17 @@ def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> D
     query = project.queries[ds.name]
     with client.runtime.catalog.read() as s:
         row = client.runtime.catalog.objects.find(s, ds.name)
-        stored = (row.kind, row.definition, row.partition_by, dict(row.properties or {})) if row else None
+        stored = (row.kind, dict(row.properties or {}), definition_changed(row, query, ds)) if row else None
         scheme = row.refresh_scheme if row else None
     if stored is not None and stored[0] != "MATERIALIZED_VIEW":
         raise SparkMvError(f"{ds.name.display} is already a sparkmv {stored[0].lower().replace('_', ' ')}")
-    if stored is not None and (stored[1] != query or (stored[2] or None) != ds.partition_by):
+    if stored is not None and stored[2]:
         return _replace_sql_mv(client, project, ds, query, scheme or "MANUAL")
     created = stored is None
     if created:
         client.sql(create_statement(ds.name, ds, query), raise_on_failure=True)
     else:
-        changed = {k: v for k, v in sparkmv_properties(ds.properties).items() if stored and stored[3].get(k) != v}
+        changed = {k: v for k, v in sparkmv_properties(ds.properties).items() if stored and stored[1].get(k) != v}
         if changed:
             props = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in changed.items())
             client.sql(f"ALTER MATERIALIZED VIEW {ds.name.qualified} SET PROPERTIES ({props})")
@@ -290,6 +294,12 @@ def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> D
     if run.state not in ("SUCCESS", "SKIPPED") and created:
         client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {ds.name.qualified}")
     return _sql_result(client, ds, run, "created" if created else None)
+
+
+def definition_changed(row: ObjectRow, query: str, ds: Dataset) -> bool:
+    """True when SQL dataset ``ds`` (its resolved ``query``) differs from the MV ``row`` the
+    catalog stores for it: another query or partition column (the MV is then replaced)."""
+    return row.definition != query or (row.partition_by or None) != ds.partition_by
 
 
 def _replace_sql_mv(client: Client, project: Project, ds: Dataset, query: str, scheme: str) -> DatasetResult:
