@@ -61,16 +61,19 @@ _SPELLINGS: dict[str, str] = {}
 """Iceberg's spelling of a data file's path -> Spark's (``_metadata.file_path``); a data
 file is never rewritten in place, so an entry never goes stale."""
 
-_PREFIXES: dict[str, tuple[str, str]] = {}
+_PREFIXES: dict[str, tuple[str, str] | None] = {}
 """URL scheme -> (prefix of Spark's listed spelling, ``DataFrame.inputFiles``; the prefix
 ``_metadata.file_path`` has instead), learned once per process and scheme from one file
-(:func:`_learn_prefix`)."""
+(:func:`_learn_prefix`); None when the two spellings differ beyond a prefix."""
 
 
-def spark_spellings(spark: SparkSession, files: list[str], schema: StructType) -> dict[str, str]:
+def spark_spellings(
+    spark: SparkSession, files: list[str], schema: StructType, scan: DataFrame | None = None
+) -> dict[str, str]:
     """Spark's ``_metadata.file_path`` of each of data ``files`` (Iceberg's spelling ->
     Spark's). The ones not yet known come from Spark's own listing of the files
-    (``DataFrame.inputFiles``: no job), whose spelling differs from ``_metadata.file_path``
+    (``DataFrame.inputFiles`` of ``scan``, a DataFrame reading them, else of a new read: no
+    job), whose spelling differs from ``_metadata.file_path``
     by a prefix per scheme (``file:///w/a%20b.parquet`` against ``file:/w/a%20b.parquet``)
     learned from one file read by a job; files whose listed spelling lacks that prefix are
     read by one job over their footers (no column read). Listing instead of reading every
@@ -83,7 +86,9 @@ def spark_spellings(spark: SparkSession, files: list[str], schema: StructType) -
     """
     missing = [f for f in files if f not in _SPELLINGS]
     if missing:
-        listed = spark.read.schema(schema).parquet(*[warehouse.spark_path(f) for f in missing]).inputFiles()
+        if scan is None:
+            scan = spark.read.schema(schema).parquet(*[warehouse.spark_path(f) for f in missing])
+        listed = scan.inputFiles()
         by_key = {path_key(unquote(s)): s for s in listed}
         unread = []
         for f in missing:
@@ -108,10 +113,10 @@ def _metadata_spelling(spark: SparkSession, schema: StructType, file: str, liste
     scheme = listed.split(":", 1)[0]
     if scheme not in _PREFIXES:
         _learn_prefix(spark, schema, file, listed)
-    prefix, spelled = _PREFIXES.get(scheme, ("", "\0"))
-    if spelled == "\0" or not listed.startswith(prefix):
+    prefixes = _PREFIXES.get(scheme)
+    if prefixes is None or not listed.startswith(prefixes[0]):
         return None
-    return spelled + listed[len(prefix) :]
+    return prefixes[1] + listed[len(prefixes[0]) :]
 
 
 def _learn_prefix(spark: SparkSession, schema: StructType, file: str, listed: str) -> None:
@@ -135,7 +140,7 @@ def _learn_prefix(spark: SparkSession, schema: StructType, file: str, listed: st
     spelled = str(rows[0][0])
     a, b = urlsplit(listed), urlsplit(spelled)
     if (a.scheme, a.netloc, a.path, a.query, a.fragment) != (b.scheme, b.netloc, b.path, "", "") or not a.path:
-        _PREFIXES[a.scheme] = ("", "\0")  # never a prefix of a listed path: always read by a job
+        _PREFIXES[a.scheme] = None  # the scheme's files are read by a job
         return
     _PREFIXES[a.scheme] = (listed[: -len(a.path)], spelled[: -len(b.path)])
 
@@ -191,7 +196,7 @@ def read_applying(spark: SparkSession, files: list[str], schema: StructType, del
     if not deleted.num_rows:
         return spark.read.schema(schema).parquet(*[warehouse.spark_path(f) for f in files])
     rows = with_positions(spark, files, schema)
-    pairs = positions_frame(spark, deleted.select(["file_path", "pos"]), spark_spellings(spark, files, schema))
+    pairs = positions_frame(spark, deleted.select(["file_path", "pos"]), spark_spellings(spark, files, schema, rows))
     kept = rows.join(pairs, [FILE_COLUMN, POSITION_COLUMN], "left_anti")
     return kept.drop(FILE_COLUMN, POSITION_COLUMN)
 
@@ -206,7 +211,7 @@ def read_at(spark: SparkSession, files: list[str], schema: StructType, positions
         empty = spark.createDataFrame([], schema)
         return empty.select("*", *[F.lit(None).cast("int").alias(c) for c in extra])
     rows = with_positions(spark, files, schema)
-    pairs = positions_frame(spark, positions, spark_spellings(spark, files, schema))
+    pairs = positions_frame(spark, positions, spark_spellings(spark, files, schema, rows))
     return rows.join(pairs, [FILE_COLUMN, POSITION_COLUMN], "inner").drop(FILE_COLUMN, POSITION_COLUMN)
 
 
