@@ -40,6 +40,41 @@ def test_q21_binds_every_lineitem_reference_and_orders_to_the_order_key() -> Non
     )
 
 
+def test_q21_filters_of_bound_references_reduce_the_touched_keys() -> None:
+    """Each bound outer reference keeps the WHERE conjuncts over its own columns alone (its
+    qualifiers dropped): a touched key without a passing row of it touches nothing."""
+    plan = correlated_plan(parse_query(Q21), KNOWN)
+    assert not isinstance(plan, str)
+    # supplier and nation are bound to no key; l2, l3 are inside subqueries.
+    assert plan.filters == (None, "l_receiptdate > l_commitdate", "o_orderstatus = 'F'", None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("sql", "filters"),
+    [
+        (  # TPC-H Q17: the part filter, not the subquery conjunct nor the join equality
+            "SELECT sum(l.e) AS s FROM l, p WHERE p.pk = l.pk AND p.brand = 'B' AND p.c IN ('x', 'y') "
+            "AND l.q < (SELECT 0.2 * avg(l2.q) FROM l AS l2 WHERE l2.pk = p.pk)",
+            (None, "brand = 'B' AND c IN ('x', 'y')", None),
+        ),
+        (  # a conjunct over two references filters neither; one with a subquery neither
+            "SELECT sum(l.e) AS s FROM l, p WHERE p.pk = l.pk AND l.d > p.d AND p.z IN (SELECT z FROM w) "
+            "AND l.q < (SELECT avg(l2.q) FROM l AS l2 WHERE l2.pk = p.pk)",
+            (None, None, None, None),
+        ),
+        (  # an outer join: a NULL-extended row passes without a row of the other side
+            "SELECT n, count(*) AS c FROM (SELECT a.x, count(b.y) AS n FROM a LEFT JOIN b ON a.x = b.x "
+            "WHERE a.f > 0 GROUP BY a.x) AS d GROUP BY n",
+            (None, None),
+        ),
+    ],
+)
+def test_filters_are_the_conjuncts_of_one_bound_reference(sql: str, filters: tuple[str | None, ...]) -> None:
+    plan = correlated_plan(parse_query(sql))
+    assert not isinstance(plan, str), plan
+    assert plan.filters == filters
+
+
 def test_unqualified_columns_bind_nothing_without_the_tables_columns() -> None:
     plan = correlated_plan(parse_query(Q21))
     assert not isinstance(plan, str)
@@ -124,8 +159,12 @@ def test_the_analysis_keeps_the_delta_rules_state_and_explains_the_key() -> None
         "  columns: s_name (group key), numwait (COUNT)",
         "  recomputes the rows of the correlation key (orders.o_orderkey) touched by the change, new minus old:",
     ]
-    assert "    default.lineitem bound by l_orderkey" in lines
+    assert "    default.lineitem bound by l_orderkey" in lines  # l2, l3: no filter of their own
     assert "    default.supplier bound by no key (a change of it recomputes the touched groups)" in lines
+    assert (
+        "    default.orders bound by o_orderkey; when it is unchanged, only the touched keys its rows "
+        "passing o_orderstatus = 'F' hold are recomputed"
+    ) in lines
 
 
 def test_min_max_and_queries_without_known_columns_keep_affected_key_recomputation() -> None:

@@ -110,12 +110,22 @@ def correlated_terms(
             yield Terms(None, True, lambda: views.over_new(full, new))
             return
         side = _Side(rt, views, plan, new, old, delta, keys, used_columns(full))
+        reduced = side.reduced()
+        if not reduced.values and not reduced.null:
+            yield Terms(None, True, lambda: views.over_new(full, new))
+            return
+        if reduced != keys:
+            side = _Side(rt, views, plan, new, old, delta, reduced, used_columns(full))
         fresh = rt.spark.sql(bind_occurrences(query, side.bind("new")))
         gone = _negated(rt.spark.sql(bind_occurrences(query, side.bind("old"))), analysis)
         yield Terms(fresh.unionByName(gone), True, lambda: views.over_new(full, new))
     finally:
         if owned:
             views.drop()
+
+
+def _bytes(pinned: PinnedTable) -> int:
+    return sum(p.bytes for p in pinned.partitions.values())
 
 
 def _negated(frame: DataFrame, analysis: IvmAnalysis) -> DataFrame:
@@ -148,6 +158,37 @@ class _Side:
         self.new, self.old, self.delta = new, old, delta
         self.by_lower = {t.lower(): t for t in new}
         self.used = used
+
+    def reduced(self) -> TouchedKeys:
+        """The touched keys that some row of an unchanged bound reference with a filter
+        (:attr:`~sparkmv.analysis.correlated.CorrelatedPlan.filters`) holds, its rows
+        passing the filter: the others touch no row of the relation, old or new (a
+        semi-join reduction, as a Bloom filter of the selective side prunes a join's
+        probe side). A reference is read for it only when its table's files within the
+        keys' range are at most the other bound tables' (a reduction costs one filtered
+        scan of it; it pays when it spares a bigger one)."""
+        keys = self.keys
+        for table, column, condition in zip(self.plan.tables, self.plan.bound, self.plan.filters, strict=False):
+            name = self.by_lower[table]
+            if column is None or condition is None or name in self.delta or not self._cheaper(name, column):
+                continue
+            frame = self._where(self._read(self._pruned(self.new[name], column)), name, column)
+            actual = next(f.name for f in frame.schema.fields if f.name.lower() == column)
+            rows = frame.where(F.expr(condition)).select(F.col(quote_name(actual))).distinct().collect()
+            found = {row[0] for row in rows}
+            keys = TouchedKeys(tuple(v for v in keys.values if v in found), keys.null and None in found)
+        return keys
+
+    def _cheaper(self, table: str, column: str) -> bool:
+        """Whether ``table``'s files within the keys' range are at most the other bound
+        tables' (bytes)."""
+        own = _bytes(self._pruned(self.new[table], column))
+        others = 0
+        for other, bound in zip(self.plan.tables, self.plan.bound, strict=True):
+            name = self.by_lower[other]
+            if bound is not None and name != table:
+                others += _bytes(self._pruned(self.new[name], bound))
+        return own <= others
 
     def _read(self, pinned: PinnedTable) -> DataFrame:
         """``pinned``'s rows with only the columns the query reads (all of them when it
