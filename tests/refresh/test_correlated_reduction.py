@@ -12,7 +12,8 @@ import duckdb
 import pyarrow as pa
 import pytest
 
-from sparkmv.refresh.incremental import correlated
+from sparkmv.names import ObjectName
+from sparkmv.refresh.incremental import correlated, reduced_state
 from tests.helpers import rows_of
 
 pytestmark = pytest.mark.spark
@@ -102,3 +103,66 @@ def test_touched_keys_without_a_passing_row_of_the_filtered_reference_are_droppe
     lake.append("fact", _fact_rows([3, 47], 3))
     refresh("dim changed")
     assert sides == [(3, 47)]
+
+
+def _state_directories(client: Any) -> list[Path]:
+    """The reduced state's complete directories of ``mv``."""
+    location = client.runtime.iceberg.load(ObjectName("default", "mv")).location()
+    root = Path(location.removeprefix("file://")) / "state" / reduced_state.STATE_NAME
+    return sorted(d for d in root.iterdir() if (d / reduced_state.MARKER).exists()) if root.exists() else []
+
+
+def test_a_selective_filter_keeps_the_reduced_rows_as_state_and_a_refresh_reads_them(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """1 key in 100 passes: the FULL build writes the state (fact's rows of those keys), and
+    an INCREMENTAL run reads fact's old rows from it, not fact's files."""
+    from pyiceberg.expressions import EqualTo
+
+    client = make_client(tmp_path / "home")
+    lake = Lake(client, tmp_path)
+    lake.append("dim", [(k, "B1" if k % 100 == 0 else "B2") for k in range(2000)])
+    lake.append("fact", _fact_rows(list(range(2000)), 0))
+    query = QUERY.format(p="lake.db.")
+    client.sql(f"CREATE MATERIALIZED VIEW mv PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+    assert [tuple(r) for r in rows_of(client.table("mv").select("s", "n"))] == lake.oracle()
+    [first] = _state_directories(client)
+    keys = sorted(r[0] for r in client.runtime.spark.read.parquet(str(first / "keys")).collect())
+    assert keys == list(range(0, 2000, 100))
+    assert client.runtime.spark.read.parquet(str(first / "t0")).count() == 4 * 20  # fact's rows of K
+    sides: list[tuple[Any, ...]] = []
+    side = correlated._Side.__init__
+    monkeypatch.setattr(correlated._Side, "__init__", lambda self, *a: sides.append(a[6].values) or side(self, *a))
+    scanned: list[str] = []  # the tables a side reads (a kept table from the state is not)
+    read = correlated._Side._read
+    monkeypatch.setattr(correlated._Side, "_read", lambda self, p: scanned.append(p.name.lower()) or read(self, p))
+
+    def refresh(step: str) -> Any:
+        sides.clear()
+        scanned.clear()
+        run = client.refresh("mv")
+        assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), (step, run.error, run.reason)
+        assert [tuple(r) for r in rows_of(client.table("mv").select("s", "n"))] == lake.oracle(), step
+        return run
+
+    lake.append("fact", _fact_rows([3, 100, 47, 500], 1))
+    refresh("keys 3, 100, 47, 500 appended")
+    assert sides == [(100, 500)]  # from the state: the keys within K, no reduction job
+    assert scanned == ["lake.db.dim"]  # fact's rows come from the state and the change
+    # The new state beside the one read (kept until the next run: this run may yet fail).
+    [second] = [d for d in _state_directories(client) if d != first]
+
+    # A copy-on-write delete of a key in K (a signed change: its files' rows retracted, the
+    # kept ones added back): netted into the state.
+    lake.catalog.load_table(("db", "fact")).delete(EqualTo("k", 100))
+    refresh("key 100 deleted")
+    assert sides == [(100,)] and scanned == ["lake.db.dim"]
+    [third] = [d for d in _state_directories(client) if d != second]
+    assert first not in _state_directories(client)
+    assert client.runtime.spark.read.parquet(str(third / "t0")).where("k = 100").count() == 0
+
+    # dim changed: its old rows would count too, so the state is not used (nor kept).
+    lake.append("dim", [(3, "B1")])
+    lake.append("fact", _fact_rows([3, 200], 3))
+    refresh("dim changed")
+    assert sides[0] == (3, 200) and "lake.db.fact" in scanned

@@ -33,7 +33,6 @@ from typing import Any
 
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StructField, StructType
 
 from sparkmv.analysis.correlated import CorrelatedPlan, used_columns
 from sparkmv.analysis.formulas import blank_formulas
@@ -43,17 +42,15 @@ from sparkmv.analysis.semijoin import INTEGER_TYPES
 from sparkmv.refresh.incremental import probe
 from sparkmv.refresh.incremental.correlated_keys import TouchedKeys, appended_files, column_kind, emptied
 from sparkmv.refresh.incremental.delta import SIGNED_KINDS, Terms, Views
-from sparkmv.refresh.incremental.literals import any_row_sql, quote_name
+from sparkmv.refresh.incremental.literals import quote_name
 from sparkmv.refresh.incremental.pruned import files_within, iceberg_table
+from sparkmv.refresh.incremental.reduced_state import ReducedStore, key_filtered, reduced_sides
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.resolve import read_pinned
 from sparkmv.sources.signed import SIGN_COLUMN
 from sparkmv.storage.schema import schema_from_json
 
-MAX_LITERAL_KEYS = 20_000
-"""At most this many touched keys filter a table as an IN list of literals (pushed into the
-Parquet scan as their range); more filter it by a broadcast semi-join."""
 _KEY = "__smv_correlation_key"
 _names = itertools.count()
 
@@ -88,10 +85,13 @@ def correlated_terms(
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
     views: Views | None = None,
+    store: ReducedStore | None = None,
 ) -> Iterator[Terms]:
     """The delta of ``analysis``'s augmented query as partial aggregate rows (module
     docstring), as :class:`~sparkmv.refresh.incremental.delta.Terms` (``union`` None when no
-    key was touched). Arguments as :func:`~sparkmv.refresh.incremental.delta.delta_terms`.
+    key was touched). Arguments as :func:`~sparkmv.refresh.incremental.delta.delta_terms`;
+    ``store``: the MV's reduced state (:mod:`sparkmv.refresh.incremental.reduced_state`),
+    its kept tables read from it when it holds the old positions.
 
     Raises:
         AssertionError: when a changed table has a reference bound to no key (the plan
@@ -106,16 +106,19 @@ def correlated_terms(
     query = blank_formulas(full, formulas) if formulas else full
     try:
         keys = touched_keys(rt, plan, delta)
+        # Before any return: a run from the reduced state writes its new state.
+        used = used_columns(full)
+        kept = reduced_sides(rt, store, plan, (new, old, delta), keys.values, used) if store is not None else None
+        if kept is not None:
+            keys = TouchedKeys(kept.values, False)  # a NULL key joins no reducer row
+        side = _Side(rt, views, plan, new, old, delta, keys, used, kept.tables if kept else None)
+        if kept is None and (keys.values or keys.null):
+            keys = side.reduced()
         if not keys.values and not keys.null:
             yield Terms(None, True, lambda: views.over_new(full, new))
             return
-        side = _Side(rt, views, plan, new, old, delta, keys, used_columns(full))
-        reduced = side.reduced()
-        if not reduced.values and not reduced.null:
-            yield Terms(None, True, lambda: views.over_new(full, new))
-            return
-        if reduced != keys:
-            side = _Side(rt, views, plan, new, old, delta, reduced, used_columns(full))
+        if keys != side.keys:
+            side = _Side(rt, views, plan, new, old, delta, keys, used)
         fresh = rt.spark.sql(bind_occurrences(query, side.bind("new")))
         gone = _negated(rt.spark.sql(bind_occurrences(query, side.bind("old"))), analysis)
         yield Terms(fresh.unionByName(gone), True, lambda: views.over_new(full, new))
@@ -153,11 +156,13 @@ class _Side:
         delta: dict[str, PinnedTable],
         keys: TouchedKeys,
         used: set[str] | None,
+        kept: dict[str, tuple[DataFrame, DataFrame]] | None = None,
     ) -> None:
         self.rt, self.views, self.plan, self.keys = rt, views, plan, keys
         self.new, self.old, self.delta = new, old, delta
         self.by_lower = {t.lower(): t for t in new}
         self.used = used
+        self.kept = kept or {}
 
     def reduced(self) -> TouchedKeys:
         """The touched keys that some row of an unchanged bound reference with a filter
@@ -224,6 +229,9 @@ class _Side:
 
     def _frame(self, table: str, role: str, column: str) -> DataFrame:
         """``table``'s rows holding a touched key in ``column``, at its ``role`` position."""
+        if table in self.kept:  # from the reduced state: already the touched keys' rows
+            before, after = self.kept[table]
+            return self._kept(before if role == "old" else after)
         change = self.delta.get(table)
         if role == "old" and change is not None and change.kind in SIGNED_KINDS and self._retracts_only(table, column):
             new = self.rt.spark.table(self._filtered(table, "new", column))
@@ -262,15 +270,8 @@ class _Side:
 
     def _where(self, frame: DataFrame, table: str, column: str) -> DataFrame:
         """``frame`` filtered to the rows whose ``column`` holds a touched key (NULL-safe)."""
-        name = next(f.name for f in frame.schema.fields if f.name.lower() == column)
         kind = column_kind(self.new[table], column)
-        rows = [(v,) for v in self.keys.values] + ([(None,)] if self.keys.null else [])
-        text = any_row_sql([name], rows, [kind]) if len(rows) <= MAX_LITERAL_KEYS else None
-        if text is not None:
-            return frame.where(F.expr(text))
-        field = next(f for f in frame.schema.fields if f.name == name)
-        keys = self.rt.spark.createDataFrame(rows, StructType([StructField(_KEY, field.dataType)]))
-        return frame.join(F.broadcast(keys), F.col(quote_name(name)).eqNullSafe(keys[_KEY]), "left_semi")
+        return key_filtered(self.rt, frame, column, kind, list(self.keys.values), self.keys.null)
 
     def _retracts_only(self, table: str, column: str) -> bool:
         return probe.retracts_only(self.rt, self.delta.get(table), column)

@@ -13,7 +13,9 @@ from collections.abc import Collection
 from dataclasses import dataclass, replace
 from typing import Any
 
+from sparkmv.analysis.correlated import used_columns
 from sparkmv.analysis.incremental import IvmAnalysis, analyze_for_table, without_correlation
+from sparkmv.analysis.query import parse_query
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
@@ -23,6 +25,7 @@ from sparkmv.refresh.incremental.candidates import Candidate, choose, describe
 from sparkmv.refresh.incremental.correlated_keys import correlated_bytes
 from sparkmv.refresh.incremental.estimate import Costs, change_json, cost_text
 from sparkmv.refresh.incremental.pruned import Joined, iceberg_table, joined_bytes
+from sparkmv.refresh.incremental.reduced_state import reduced_bytes
 from sparkmv.refresh.incremental.stage_cost import kept_states, stage_bytes, staged_joined_bytes
 from sparkmv.refresh.planner import Plan, PlanInput, RefreshRequest, plan_refresh
 from sparkmv.refresh.runtime import Runtime
@@ -331,7 +334,11 @@ def _costs(
             if c.kind == SIGNED:
                 netting.netted(rt, c, True)
     if analysis.correlated is not None and changed:
-        read = correlated_bytes(rt, analysis.correlated, inp.pinned, changed, assume)
+        location = rt.iceberg.load(mv.name).location()
+        used = used_columns(parse_query(analysis.augmented_sql))
+        read = reduced_bytes(location, analysis.correlated, inp.pinned, changed, used)
+        if read is None:
+            read = correlated_bytes(rt, analysis.correlated, inp.pinned, changed, assume)
         whole = sum(_bytes(p) for p in inp.pinned.values())
         return Costs(
             changed,

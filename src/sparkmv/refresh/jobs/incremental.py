@@ -47,6 +47,7 @@ from sparkmv.refresh.incremental.decide import IncrementalInput, for_changes, mv
 from sparkmv.refresh.incremental.delta import delta_terms, project_to
 from sparkmv.refresh.incremental.keyed import replace_keys, touched_keys
 from sparkmv.refresh.incremental.merge_rows import combine, merge_signed_rows, recompute_retracted
+from sparkmv.refresh.incremental.reduced_state import ReducedStore
 from sparkmv.refresh.incremental.stage_state import StateStore
 from sparkmv.refresh.incremental.stages import StagedInputs, staged_inputs
 from sparkmv.refresh.jobs.base import ChunkOutcome
@@ -115,8 +116,12 @@ def _compute_delta_rules(
     computed once, inside the write, instead of cached and collected first."""
     table, target, mv_snapshot = mv_table
     analysis = staged.analysis
-    terms_of = correlated_terms if analysis.correlated is not None else delta_terms
-    with terms_of(rt, analysis, staged.new, staged.old, staged.delta, staged.views) as terms:
+    if analysis.correlated is not None:
+        store = ReducedStore.of(table.location())
+        context = correlated_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views, store)
+    else:
+        context = delta_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views)
+    with context as terms:
         if terms.union is None:
             return ChunkOutcome([], 0, 0, {"replace": []})
         rows = project_to(normalize_for_iceberg(terms.union), target, (SIGN, RETRACTED))

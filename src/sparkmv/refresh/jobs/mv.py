@@ -33,6 +33,7 @@ from sparkmv.storage.iceberg import RUN_ID_PROPERTY
 if TYPE_CHECKING:  # pyspark is imported where a chunk is computed
     from pyspark.sql.types import StructType
 
+    from sparkmv.analysis.ivm import IvmAnalysis
     from sparkmv.refresh.incremental.stage_state import StagedFull
 
 log = logging.getLogger("sparkmv.refresh")
@@ -229,22 +230,40 @@ class MvRefreshJob(Job[MvRunPlan]):
         (:mod:`sparkmv.refresh.incremental.stage_state`); only for an MV with
         ``refresh_mode = 'INCREMENTAL'``. The state is a cache checked on read: a failure to write it is logged,
         and the MV's query runs as written."""
-        # Only for strict INCREMENTAL: writing the state costs an AUTO MV's FULL refresh more
-        # than its next INCREMENTAL run saves at TPC-H SF 1 (Q17: 12 s against 8 s, bench/RESULTS.md).
-        if self.plan.mode != "FULL" or self.mv.properties.refresh_mode != "INCREMENTAL":
+        if self.plan.mode != "FULL" or self.mv.properties.refresh_mode not in ("INCREMENTAL", "AUTO"):
             return None
         from sparkmv.refresh.incremental.decide import mv_analysis
-        from sparkmv.refresh.incremental.stage_state import full_over_states
 
         analysis = mv_analysis(self.rt, self.mv, self.plan.pinned)
-        if analysis.reason is not None or not analysis.stages:
+        strict = self.mv.properties.refresh_mode == "INCREMENTAL"
+        # Stage state only for strict INCREMENTAL: writing it costs an AUTO MV's FULL refresh
+        # more than its next INCREMENTAL run saves at TPC-H SF 1 (Q17: 12 s against 8 s,
+        # bench/RESULTS.md). A reduced state makes the FULL itself cheaper: for both.
+        if analysis.reason is not None or not ((analysis.stages and strict) or analysis.correlated is not None):
             return None
         location = self.rt.iceberg.load(self.name).location()
         try:
+            if analysis.correlated is not None:
+                return self._reduced_state(location, analysis, target)
+            from sparkmv.refresh.incremental.stage_state import full_over_states
+
             return full_over_states(self.rt, location, analysis, self.plan.pinned, [f.name for f in target.fields])
         except Exception as exc:  # a cache: the refresh runs the query as written
             log.warning("stage state of %s not written: %s", self.name.display, exc)
             return None
+
+    def _reduced_state(self, location: str, analysis: IvmAnalysis, target: StructType) -> StagedFull | None:
+        """The FULL run over the MV's reduced state, written first
+        (:mod:`sparkmv.refresh.incremental.reduced_state`); None without one."""
+        from sparkmv.analysis.correlated import used_columns
+        from sparkmv.analysis.query import parse_query
+        from sparkmv.refresh.compute import stored_query
+        from sparkmv.refresh.incremental.reduced_state import full_over_reduced
+
+        assert analysis.correlated is not None
+        stored = stored_query(self.mv, [f.name for f in target.fields]).sql(dialect="spark")
+        used = used_columns(parse_query(analysis.augmented_sql))
+        return full_over_reduced(self.rt, location, analysis.correlated, self.plan.pinned, stored, used)
 
     def publish_recorded(self, ctx: RunContext, records: list[ChunkRecord]) -> None:
         """``publish = per_chunk``: commit each recorded chunk not yet committed."""
