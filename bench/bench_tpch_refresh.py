@@ -374,8 +374,8 @@ def report(figures: dict[str, Any]) -> str:
     lines = [
         f"### {dt.date.today().isoformat()}: `bench/bench_tpch_refresh.py --sf {sf:g} --rf2 {figures['rf2']}`",
         "",
-        f"Machine: nproc {os.cpu_count()} ({platform.system()} {platform.machine()}), shared with other helpers' "
-        f"Spark and test runs; load average (1/5/15 min) {before[0]:.1f}/{before[1]:.1f}/{before[2]:.1f} before, "
+        f"Machine: nproc {os.cpu_count()} ({platform.system()} {platform.machine()}); "
+        f"load average (1/5/15 min) {before[0]:.1f}/{before[1]:.1f}/{before[2]:.1f} before, "
         f"{after[0]:.1f}/{after[1]:.1f}/{after[2]:.1f} after. Spark `local[2]`, `spark.sql.shuffle.partitions = 2`, "
         f"one process. Data: TPC-H SF {sf:g} by tpchgen-cli in an external pyiceberg SQL catalog ({rows}; "
         f"`lineitem` by `month(l_shipdate)`, `orders` by `month(o_orderdate)`; "

@@ -5,6 +5,7 @@ every refresh the MV equals DuckDB's result of its query over what pyiceberg rea
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 from typing import Any
 
@@ -63,15 +64,21 @@ def _fact_rows(keys: list[int], salt: int) -> list[tuple[int, int, int]]:
     return [(k, (k * 7 + j * 13 + salt) % 50, k * 100 + j + salt) for k in keys for j in range(4)]
 
 
+def _setup(make_client: Any, tmp_path: Path, keys: int, every: int) -> tuple[Any, Lake]:
+    """fact rows for ``keys`` keys, dim's brand B1 for every ``every``-th key, and the MV."""
+    client = make_client(tmp_path / "home")
+    lake = Lake(client, tmp_path)
+    lake.append("dim", [(k, "B1" if k % every == 0 else "B2") for k in range(keys)])
+    lake.append("fact", _fact_rows(list(range(keys)), 0))
+    query = QUERY.format(p="lake.db.")
+    client.sql(f"CREATE MATERIALIZED VIEW mv PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+    return client, lake
+
+
 def test_touched_keys_without_a_passing_row_of_the_filtered_reference_are_dropped(
     make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    client = make_client(tmp_path / "home")
-    lake = Lake(client, tmp_path)
-    lake.append("dim", [(k, "B1" if k % 10 == 0 else "B2") for k in range(100)])
-    lake.append("fact", _fact_rows(list(range(100)), 0))
-    query = QUERY.format(p="lake.db.")
-    client.sql(f"CREATE MATERIALIZED VIEW mv PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+    client, lake = _setup(make_client, tmp_path, 100, 10)
     text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv").message or ""
     assert "default.dim bound by k; when it is unchanged, only the touched keys its rows passing brand = 'B1'" in (
         text.replace("lake.db.", "default.")
@@ -119,12 +126,7 @@ def test_a_selective_filter_keeps_the_reduced_rows_as_state_and_a_refresh_reads_
     an INCREMENTAL run reads fact's old rows from it, not fact's files."""
     from pyiceberg.expressions import EqualTo
 
-    client = make_client(tmp_path / "home")
-    lake = Lake(client, tmp_path)
-    lake.append("dim", [(k, "B1" if k % 100 == 0 else "B2") for k in range(2000)])
-    lake.append("fact", _fact_rows(list(range(2000)), 0))
-    query = QUERY.format(p="lake.db.")
-    client.sql(f"CREATE MATERIALIZED VIEW mv PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {query}")
+    client, lake = _setup(make_client, tmp_path, 2000, 100)
     assert [tuple(r) for r in rows_of(client.table("mv").select("s", "n"))] == lake.oracle()
     [first] = _state_directories(client)
     keys = sorted(r[0] for r in client.runtime.spark.read.parquet(str(first / "keys")).collect())
@@ -166,3 +168,46 @@ def test_a_selective_filter_keeps_the_reduced_rows_as_state_and_a_refresh_reads_
     lake.append("fact", _fact_rows([3, 200], 3))
     refresh("dim changed")
     assert sides[0] == (3, 200) and "lake.db.fact" in scanned
+
+
+def test_the_reduced_state_follows_a_seeded_sequence_of_appends_deletes_and_updates(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seeded random changes of fact (appends of keys in and out of K, NULL keys and values,
+    copy-on-write and merge-on-read deletes, an update moving rows between keys): every
+    run is INCREMENTAL from the state, and the MV equals DuckDB's result after each."""
+    import pyarrow.compute as pc
+    from pyiceberg.expressions import In
+
+    from sparkmv.demo.iceberg_deletes import delete_rows
+
+    client, lake = _setup(make_client, tmp_path, 1000, 50)
+    assert _state_directories(client)
+    used: list[bool] = []
+    sides = correlated.reduced_sides
+    monkeypatch.setattr(correlated, "reduced_sides", lambda *a: used.append((s := sides(*a)) is not None) or s)
+    rnd = random.Random(2417)
+    fact = lake.catalog.load_table(("db", "fact"))
+    for step in range(8):
+        kind = ("append", "copy-on-write", "merge-on-read", "update")[step % 4]
+        if kind == "append":
+            keys = [*rnd.sample(range(1100), 6), rnd.choice(range(0, 1000, 50))]
+            rows = [*_fact_rows(keys, step), (None, 3, 7), (50, None, 11)]
+            lake.append("fact", rows)
+        elif kind == "copy-on-write":
+            fact.delete(In("k", [rnd.choice(range(0, 1000, 50)), rnd.randrange(1000)]))
+        elif kind == "merge-on-read":
+            gone = pa.array([rnd.choice(range(0, 1000, 50)) for _ in range(2)], pa.int64())
+            delete_rows(fact, lambda t, g=gone: pc.fill_null(pc.is_in(t.column("k"), value_set=g), False))
+        else:  # rows of a key in K moved to another key of K (delete, then the append)
+            source, target = rnd.sample(range(0, 1000, 50), 2)
+            moved = [r for r in fact.scan(row_filter=f"k == {source}").to_arrow().to_pylist()]
+            fact.delete(In("k", [source]))
+            lake.append("fact", [(target, r["v"], r["e"]) for r in moved])
+        fact = lake.catalog.load_table(("db", "fact"))
+        used.clear()
+        run = client.refresh("mv")
+        assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), (step, kind, run.error)
+        assert used == [True], (step, kind)
+        got = [tuple(r) for r in rows_of(client.table("mv").select("s", "n"))]
+        assert got == lake.oracle(), (step, kind)

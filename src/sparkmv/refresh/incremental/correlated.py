@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
@@ -85,13 +85,14 @@ def correlated_terms(
     old: dict[str, PinnedTable],
     delta: dict[str, PinnedTable],
     views: Views | None = None,
-    store: ReducedStore | None = None,
+    reduced: tuple[ReducedStore, Mapping[str, int | None]] | None = None,
 ) -> Iterator[Terms]:
     """The delta of ``analysis``'s augmented query as partial aggregate rows (module
     docstring), as :class:`~sparkmv.refresh.incremental.delta.Terms` (``union`` None when no
     key was touched). Arguments as :func:`~sparkmv.refresh.incremental.delta.delta_terms`;
-    ``store``: the MV's reduced state (:mod:`sparkmv.refresh.incremental.reduced_state`),
-    its kept tables read from it when it holds the old positions.
+    ``reduced``: the MV's reduced state (:mod:`sparkmv.refresh.incremental.reduced_state`)
+    and the snapshot ids the MV consumed: its kept tables are read from it when it holds
+    them.
 
     Raises:
         AssertionError: when a changed table has a reference bound to no key (the plan
@@ -108,7 +109,9 @@ def correlated_terms(
         keys = touched_keys(rt, plan, delta)
         # Before any return: a run from the reduced state writes its new state.
         used = used_columns(full)
-        kept = reduced_sides(rt, store, plan, (new, old, delta), keys.values, used) if store is not None else None
+        kept = None
+        if reduced is not None:
+            kept = reduced_sides(rt, reduced[0], plan, (new, old, delta), keys.values, used, reduced[1])
         if kept is not None:
             keys = TouchedKeys(kept.values, False)  # a NULL key joins no reducer row
         side = _Side(rt, views, plan, new, old, delta, keys, used, kept.tables if kept else None)

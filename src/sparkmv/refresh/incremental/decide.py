@@ -41,22 +41,27 @@ class IncrementalInput:
     """What an incremental run reads of one base table besides its pinned input.
 
     Attributes:
-        old: the consumed position (the contents the MV was last computed from).
+        old: the consumed position (the contents the MV was last computed from); for a
+            table that did not change, its pinned position (the same contents).
         delta: only the files appended since ``old`` (None: the table did not change).
+        consumed: the snapshot id the MV consumed (None: a Parquet listing, or unknown).
     """
 
     old: PinnedTable
     delta: PinnedTable | None
+    consumed: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (stored in the run's plan)."""
-        return {"old": self.old.to_json(), "delta": None if self.delta is None else self.delta.to_json()}
+        delta = None if self.delta is None else self.delta.to_json()
+        return {"old": self.old.to_json(), "delta": delta, "consumed": self.consumed}
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> IncrementalInput:
         """Inverse of :meth:`to_json`."""
         delta = data.get("delta")
-        return cls(PinnedTable.from_json(data["old"]), None if delta is None else PinnedTable.from_json(delta))
+        old = PinnedTable.from_json(data["old"])
+        return cls(old, None if delta is None else PinnedTable.from_json(delta), data.get("consumed"))
 
 
 @dataclass(frozen=True)
@@ -187,7 +192,9 @@ def incremental_candidate(
     analysis = for_changes(analysis, [t for t, c in changes.items() if c.kind in APPLICABLE])
     changes = _netted_where_worth_it(rt, mv, inp, analysis, changes)
     inputs = {
-        t: IncrementalInput(c.old if c.kind in APPLICABLE else inp.pinned[t], c.delta if c.kind in APPLICABLE else None)
+        t: IncrementalInput(c.old, c.delta, c.old.snapshot_id)
+        if c.kind in APPLICABLE
+        else IncrementalInput(inp.pinned[t], None, c.old.snapshot_id)
         for t, c in changes.items()
     }
     return _estimate(rt, mv, inp, analysis, changes), inputs

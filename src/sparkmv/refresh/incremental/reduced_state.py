@@ -24,8 +24,9 @@ n-th kept table's rows, every column), never rows of the MV's Iceberg table.
 
 The state is a cache checked on read, as the stage state is
 (:mod:`sparkmv.refresh.incremental.stage_state`): its digest covers the reduction (the
-reducer, its filter, the kept tables and their columns) and the snapshot ids of the
-reducer's and the kept tables, and its marker file is written last. Anything else (no
+reducer, its filter, the kept tables and their columns) and the contents of the reducer's
+and the kept tables (their partitions' versions), and its marker file is written
+last. Anything else (no
 state, the reducer's table changed, a change that is neither an append nor signed, a
 Parquet base table) reads the tables as before.
 """
@@ -134,27 +135,27 @@ class ReducedStore:
         """The store of the MV whose Iceberg table is at ``location``."""
         return cls(warehouse.join(location, STATE_DIRECTORY, STATE_NAME))
 
-    def directory(self, reduction: Reduction, positions: Mapping[str, PinnedTable]) -> str | None:
-        """The state's directory at ``positions`` (base table -> pinned position); None when
-        a table of the reduction has no snapshot id (a Parquet listing) or no position."""
-        lower = {t.lower(): p for t, p in positions.items()}
+    def directory(self, reduction: Reduction, ids: Mapping[str, int | None]) -> str | None:
+        """The state's directory at the snapshots ``ids`` (base table, any case -> snapshot
+        id, :func:`snapshot_ids`); None when a table of the reduction has none (a Parquet
+        listing)."""
+        lower = {t.lower(): i for t, i in ids.items()}
         tables = [reduction.reducer, *(t for t, _ in reduction.kept)]
-        ids = [lower[t].snapshot_id if t in lower else None for t in tables]
-        if any(i is None for i in ids):
+        if any(lower.get(t) is None for t in tables):
             return None
-        text = json.dumps([repr(reduction), list(zip(tables, ids, strict=True))])
+        text = json.dumps([repr(reduction), [(t, lower[t]) for t in tables]])
         return warehouse.join(self.root, hashlib.sha256(text.encode()).hexdigest()[:24])
 
-    def find(self, reduction: Reduction, positions: Mapping[str, PinnedTable]) -> str | None:
-        """The complete state at ``positions`` (its marker written), or None."""
-        directory = self.directory(reduction, positions)
+    def find(self, reduction: Reduction, ids: Mapping[str, int | None]) -> str | None:
+        """The complete state at the snapshots ``ids`` (its marker written), or None."""
+        directory = self.directory(reduction, ids)
         if directory is None or not warehouse.exists(warehouse.join(directory, MARKER)):
             return None
         return directory
 
-    def size(self, reduction: Reduction, positions: Mapping[str, PinnedTable]) -> int | None:
-        """Bytes of the state at ``positions``; None when there is none."""
-        directory = self.find(reduction, positions)
+    def size(self, reduction: Reduction, ids: Mapping[str, int | None]) -> int | None:
+        """Bytes of the state at the snapshots ``ids``; None when there is none."""
+        directory = self.find(reduction, ids)
         if directory is None:
             return None
         return sum(f.size for f in warehouse.list_files(directory) if f.name.endswith(".parquet"))
@@ -183,21 +184,21 @@ class ReducedStore:
     def _unselective_file(self, reduction: Reduction) -> str:
         return warehouse.join(self.root, f"unselective-{hashlib.sha256(repr(reduction).encode()).hexdigest()[:16]}")
 
-    def unselective(self, reduction: Reduction, positions: Mapping[str, PinnedTable]) -> bool:
-        """Whether ``reduction``'s keys were found not selective at its reducer's position."""
-        lower = {t.lower(): p for t, p in positions.items()}
+    def unselective(self, reduction: Reduction, ids: Mapping[str, int | None]) -> bool:
+        """Whether ``reduction``'s keys were found not selective at its reducer's snapshot."""
+        lower = {t.lower(): i for t, i in ids.items()}
         path = self._unselective_file(reduction)
         if not warehouse.exists(path):
             return False
         with warehouse.open_input(path) as source:
-            return bool(json.loads(source.read()) == lower[reduction.reducer].snapshot_id)
+            return bool(json.loads(source.read()) == lower[reduction.reducer])
 
-    def mark_unselective(self, reduction: Reduction, positions: Mapping[str, PinnedTable]) -> None:
-        """Remember that ``reduction``'s keys are not selective at its reducer's position."""
-        lower = {t.lower(): p for t, p in positions.items()}
+    def mark_unselective(self, reduction: Reduction, ids: Mapping[str, int | None]) -> None:
+        """Remember that ``reduction``'s keys are not selective at its reducer's snapshot."""
+        lower = {t.lower(): i for t, i in ids.items()}
         warehouse.make_dirs(self.root)
         with warehouse.open_output(self._unselective_file(reduction)) as out:
-            out.write(json.dumps(lower[reduction.reducer].snapshot_id).encode())
+            out.write(json.dumps(lower[reduction.reducer]).encode())
 
     def prune(self, keep: set[str]) -> None:
         """Remove the states other than the directories in ``keep``."""
@@ -205,6 +206,11 @@ class ReducedStore:
         for entry in warehouse.list_dir(self.root):
             if entry.is_dir and warehouse.normalize(entry.path) not in kept:
                 warehouse.remove_tree(entry.path)
+
+
+def snapshot_ids(positions: Mapping[str, PinnedTable]) -> dict[str, int | None]:
+    """Base table -> the snapshot id of its position in ``positions``."""
+    return {t: p.snapshot_id for t, p in positions.items()}
 
 
 def reduced_bytes(
@@ -223,7 +229,7 @@ def reduced_bytes(
     positions). ``used``: as :func:`reductions`'."""
     lower = {t.lower(): t for t in pinned}
     changes = {t.lower(): c for t, c in changed.items()}
-    old = {lower[t]: changes[t].old if t in changes else pinned[lower[t]] for t in lower}
+    old = {lower[t]: (changes[t].old if t in changes else pinned[lower[t]]).snapshot_id for t in lower}
     store = ReducedStore.of(location)
     for reduction in reductions(plan, used):
         kept = {t for t, _ in reduction.kept}
@@ -325,12 +331,13 @@ def full_over_reduced(
 
     reduction = chosen(plan, pinned, used)
     store = ReducedStore.of(location)
-    directory = store.directory(reduction, pinned) if reduction is not None else None
-    if reduction is None or directory is None or store.unselective(reduction, pinned):
+    ids = snapshot_ids(pinned)
+    directory = store.directory(reduction, ids) if reduction is not None else None
+    if reduction is None or directory is None or store.unselective(reduction, ids):
         return None
     keys = reduction_keys(rt, reduction, pinned)
     if keys is None:
-        store.mark_unselective(reduction, pinned)
+        store.mark_unselective(reduction, ids)
         return None
     names = {t.lower(): t for t in pinned}
     values = [r[0] for r in keys.collect()]
@@ -365,12 +372,15 @@ def reduced_sides(
     positions: tuple[dict[str, PinnedTable], dict[str, PinnedTable], dict[str, PinnedTable]],
     touched: tuple[Any, ...],
     used: Collection[str] | None,
+    consumed: Mapping[str, int | None] | None = None,
 ) -> ReducedSides | None:
     """For an INCREMENTAL run from the state of a reduction of ``plan`` at the ``old``
     positions (``positions``: new, old, delta) with the ``touched`` key values: the sides
     of the kept tables (module docstring), the new state written; None when no state is
     found at the old positions for a reduction whose reducer's table did not change and
-    whose kept tables' changes are appends or signed. ``used``: as :func:`reductions`'."""
+    whose kept tables' changes are appends or signed. ``used``: as :func:`reductions`';
+    ``consumed``: base table -> the snapshot id the MV consumed (an unchanged table's ``old``
+    position is its newest snapshot, which may be one that changed no file)."""
     from sparkmv.refresh.incremental.correlated_keys import appended_files
     from sparkmv.refresh.incremental.delta import SIGNED_KINDS
 
@@ -383,7 +393,7 @@ def reduced_sides(
         changes = [(new[names[t]], changed.get(names[t])) for t, _ in reduction.kept]
         if any(c is not None and c.kind not in SIGNED_KINDS and not appended_files(p, c) for p, c in changes):
             continue
-        found = store.find(reduction, old)
+        found = store.find(reduction, {t: (consumed or {}).get(t) or p.snapshot_id for t, p in old.items()})
         if found is not None:
             return _sides(rt, store, reduction, found, (new, changed), touched)
     return None
@@ -408,7 +418,7 @@ def _sides(
     names = {t.lower(): t for t in new}
     within = _keys(found)
     values = tuple(v for v in touched if v in within)
-    target = store.directory(reduction, new)
+    target = store.directory(reduction, snapshot_ids(new))
     fresh: dict[str, DataFrame] = {}
     sides: dict[str, tuple[DataFrame, DataFrame]] = {}
     for n, (table, column) in enumerate(reduction.kept):

@@ -87,7 +87,8 @@ def compute_incremental(
             return _compute_keyed(rt, mv, staged, (table, target, mv_snapshot), directory)
         # A correlation key's rows reach partitions other than the changed files' own.
         known = None if staged.analysis.correlated is not None else _known_partitions(mv, pinned, inputs, table)
-        return _compute_delta_rules(rt, mv, staged, (table, target, mv_snapshot), directory, known)
+        consumed = {t: i.consumed for t, i in inputs.items()}
+        return _compute_delta_rules(rt, mv, staged, (table, target, mv_snapshot), directory, known, consumed)
 
 
 def _known_partitions(
@@ -109,16 +110,18 @@ def _compute_delta_rules(
     mv_table: tuple[Any, StructType, int | None],
     directory: str,
     known: list[str] | None = None,
+    consumed: dict[str, int | None] | None = None,
 ) -> ChunkOutcome:
     """Delta rules (:mod:`sparkmv.refresh.incremental.delta`): the delta terms, merged with
     the MV's rows of the affected partitions (appended, for an append-only projection). With
     ``known`` (the affected partitions, known from the delta's files), the delta rows are
-    computed once, inside the write, instead of cached and collected first."""
+    computed once, inside the write, instead of cached and collected first. ``consumed``:
+    base table -> consumed snapshot id (where a correlation key's reduced state is found)."""
     table, target, mv_snapshot = mv_table
     analysis = staged.analysis
     if analysis.correlated is not None:
-        store = ReducedStore.of(table.location())
-        context = correlated_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views, store)
+        reduced = (ReducedStore.of(table.location()), consumed or {})
+        context = correlated_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views, reduced)
     else:
         context = delta_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views)
     with context as terms:
