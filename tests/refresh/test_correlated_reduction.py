@@ -148,8 +148,10 @@ def test_a_selective_filter_keeps_the_reduced_rows_as_state_and_a_refresh_reads_
         return run
 
     lake.append("fact", _fact_rows([3, 100, 47, 500], 1))
-    refresh("keys 3, 100, 47, 500 appended")
+    run = refresh("keys 3, 100, 47, 500 appended")
     assert sides == [(100, 500)]  # from the state: the keys within K, no reduction job
+    reason = next(c["reason"] for c in run.candidates if c["mode"] == "INCREMENTAL")
+    assert "its kept tables read from its reduced state (" in reason, reason
     assert scanned == ["lake.db.dim"]  # fact's rows come from the state and the change
     # The new state beside the one read (kept until the next run: this run may yet fail).
     [second] = [d for d in _state_directories(client) if d != first]
@@ -166,8 +168,10 @@ def test_a_selective_filter_keeps_the_reduced_rows_as_state_and_a_refresh_reads_
     # dim changed: its old rows would count too, so the state is not used (nor kept).
     lake.append("dim", [(3, "B1")])
     lake.append("fact", _fact_rows([3, 200], 3))
-    refresh("dim changed")
+    run = refresh("dim changed")
     assert sides[0] == (3, 200) and "lake.db.fact" in scanned
+    reason = next(c["reason"] for c in run.candidates if c["mode"] == "INCREMENTAL")
+    assert "reduced state" not in reason, reason
 
 
 def test_the_reduced_state_follows_a_seeded_sequence_of_appends_deletes_and_updates(

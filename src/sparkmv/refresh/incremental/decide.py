@@ -341,25 +341,7 @@ def _costs(
             if c.kind == SIGNED:
                 netting.netted(rt, c, True)
     if analysis.correlated is not None and changed:
-        location = rt.iceberg.load(mv.name).location()
-        used = used_columns(parse_query(analysis.augmented_sql))
-        read = reduced_bytes(location, analysis.correlated, inp.pinned, changed, used)
-        if read is None:
-            read = correlated_bytes(rt, analysis.correlated, inp.pinned, changed, assume)
-        whole = sum(_bytes(p) for p in inp.pinned.values())
-        return Costs(
-            changed,
-            Joined(read, whole, ()),
-            {},
-            {},
-            appended=sum(c.delta_bytes for c in changed.values()),
-            rewritten=_rewritten_bytes(rt, mv, analysis, changed),
-            recomputed=0,
-            keyed=0,
-            staged=0,
-            fixed=SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0,
-            terms=2 * JOIN_TERM_FIXED_BYTES,  # the query over the new side and over the old one
-        )
+        return _correlated_costs(rt, mv, inp, analysis, (changes, changed), assume)
     prober = _stage_prober(rt, inp.pinned, changed, assume)
     join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept, prober) if changed else None
     empty = _probed(rt, analysis, inp.pinned, changed, assume) if join is None and changed else {}
@@ -376,6 +358,44 @@ def _costs(
         staged=stage_bytes(inp.pinned, analysis.stages, changed, load, kept, prober) if changed else 0,
         fixed=SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0,
         terms=JOIN_TERM_FIXED_BYTES * len(changed) if len(inp.pinned) > 1 and analysis.keyed is None else 0,
+    )
+
+
+def _correlated_costs(
+    rt: Runtime,
+    mv: MvDefinition,
+    inp: PlanInput,
+    analysis: IvmAnalysis,
+    changes: tuple[dict[str, BaseChange], dict[str, BaseChange]],
+    assume: bool,
+) -> Costs:
+    """The :class:`Costs` of a refresh through a correlation key (``changes``: every base
+    table's, and the applied ones): from the reduced state when one is kept
+    (:func:`~sparkmv.refresh.incremental.reduced_state.reduced_bytes`), else the bound
+    tables read filtered to the touched keys."""
+    assert analysis.correlated is not None
+    every, changed = changes
+    location = rt.iceberg.load(mv.name).location()
+    used = used_columns(parse_query(analysis.augmented_sql))
+    from_state = reduced_bytes(location, analysis.correlated, inp.pinned, every, used)
+    if from_state is None:
+        read, state = correlated_bytes(rt, analysis.correlated, inp.pinned, changed, assume), 0
+    else:
+        read, state = from_state
+    whole = sum(_bytes(p) for p in inp.pinned.values())
+    return Costs(
+        changed,
+        Joined(read, whole, ()),
+        {},
+        {},
+        appended=sum(c.delta_bytes for c in changed.values()),
+        rewritten=_rewritten_bytes(rt, mv, analysis, changed),
+        recomputed=0,
+        keyed=0,
+        staged=0,
+        fixed=SIGNED_FIXED_BYTES if any(c.kind == SIGNED for c in changed.values()) else 0,
+        terms=2 * JOIN_TERM_FIXED_BYTES,  # the query over the new side and over the old one
+        reduced=state,
     )
 
 

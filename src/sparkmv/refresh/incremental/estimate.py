@@ -29,6 +29,8 @@ class Costs:
             the MV's bytes rewritten, the MIN/MAX groups recomputed, the touched groups
             recomputed, the inner stages recomputed, the fixed cost of signed rows and of
             the join terms.
+        reduced: bytes of the reduced state a correlation key's refresh reads instead of
+            its kept tables (:mod:`sparkmv.refresh.incremental.reduced_state`); 0: none.
     """
 
     changed: dict[str, BaseChange]
@@ -42,6 +44,7 @@ class Costs:
     staged: int
     fixed: int
     terms: int
+    reduced: int = 0
 
     @property
     def total(self) -> int:
@@ -73,6 +76,8 @@ def cost_text(analysis: IvmAnalysis, costs: Costs, changes: dict[str, BaseChange
     for (table, other), e in sorted(costs.empty.items()):
         joins = "only its retracted rows join" if e.retracted else "no row joins"
         parts.append(f"term of '{table}': '{other}' {joins} ({e.column} probed for the keys of {e.source})")
+    if costs.reduced:
+        parts.append(f"its kept tables read from its reduced state ({size_text(costs.reduced)}), not scanned")
     if analysis.correlated is not None:
         parts.append(f"reads ~{size_text(join.bytes)} of its tables filtered to the touched keys")
     elif join.pruned_on:

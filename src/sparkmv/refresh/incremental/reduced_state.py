@@ -44,7 +44,7 @@ from sparkmv.analysis.correlated import CorrelatedPlan
 from sparkmv.refresh.incremental.literals import any_row_sql
 from sparkmv.refresh.incremental.stage_state import STATE_DIRECTORY, StagedFull
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.sources.base_change import APPEND, SIGNED, BaseChange
+from sparkmv.sources.base_change import APPEND, SIGNED, UNCHANGED, BaseChange
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.storage import warehouse
 
@@ -217,44 +217,34 @@ def reduced_bytes(
     location: str,
     plan: CorrelatedPlan,
     pinned: Mapping[str, PinnedTable],
-    changed: Mapping[str, BaseChange],
+    changes: Mapping[str, BaseChange],
     used: Collection[str] | None,
-) -> int | None:
-    """AUTO's estimate of an INCREMENTAL run from the reduced state (bytes read about as much
-    as): the state read and written again, the kept tables' changes, and the other tables of
-    the query read whole (the reducer's filtered to the touched keys, those bound to no key
-    twice, as :func:`~sparkmv.refresh.incremental.correlated_keys.correlated_bytes` counts
-    them); None when a run would not use the state (no reduction, the reducer's table
-    changed, a kept table's change neither an append nor signed, or no state at the consumed
-    positions). ``used``: as :func:`reductions`'."""
+) -> tuple[int, int] | None:
+    """AUTO's estimate of an INCREMENTAL run from the reduced state, and the state's size
+    (bytes): the state read and written again, the kept tables' changes, and the other
+    tables of the query read whole (the reducer's filtered to the touched keys, those bound
+    to no key twice, as :func:`~sparkmv.refresh.incremental.correlated_keys.correlated_bytes`
+    counts them); None when a run would not use the state (no reduction, the reducer's
+    table changed, a kept table's change neither an append nor signed, or no state at the
+    consumed snapshots). ``changes``: every base table's (unchanged ones too: their consumed
+    snapshot); ``used``: as :func:`reductions`'."""
     lower = {t.lower(): t for t in pinned}
-    changes = {t.lower(): c for t, c in changed.items()}
-    old = {lower[t]: (changes[t].old if t in changes else pinned[lower[t]]).snapshot_id for t in lower}
+    moved = {t.lower(): c for t, c in changes.items() if c.kind != UNCHANGED}
+    consumed = {t: c.old.snapshot_id for t, c in changes.items()}
+    old = {t: consumed.get(t) or p.snapshot_id for t, p in pinned.items()}
     store = ReducedStore.of(location)
     for reduction in reductions(plan, used):
         kept = {t for t, _ in reduction.kept}
-        if reduction.reducer in changes or any(changes[t].kind not in (APPEND, SIGNED) for t in kept if t in changes):
+        if reduction.reducer in moved or any(moved[t].kind not in (APPEND, SIGNED) for t in kept if t in moved):
             continue
         size = store.size(reduction, old)
         if size is not None:
-            return _state_bytes(plan, reduction, size, pinned, changes)
+            total = 2 * size + sum(moved[t].delta_bytes for t in kept if t in moved)
+            for table in set(plan.tables) - kept:
+                whole = sum(p.bytes for p in pinned[lower[table]].partitions.values())
+                total += whole if plan.bound_columns(table) else 2 * whole
+            return total, size
     return None
-
-
-def _state_bytes(
-    plan: CorrelatedPlan,
-    reduction: Reduction,
-    size: int,
-    pinned: Mapping[str, PinnedTable],
-    changes: Mapping[str, BaseChange],
-) -> int:
-    lower = {t.lower(): t for t in pinned}
-    kept = {t for t, _ in reduction.kept}
-    total = 2 * size + sum(changes[t].delta_bytes for t in kept if t in changes)
-    for table in set(plan.tables) - kept:
-        whole = sum(p.bytes for p in pinned[lower[table]].partitions.values())
-        total += whole if plan.bound_columns(table) else 2 * whole
-    return total
 
 
 def _keys(directory: str) -> set[Any]:
