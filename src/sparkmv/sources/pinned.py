@@ -151,6 +151,10 @@ class PinnedTable:
         parts = {k: PinnedPartition(**v) for k, v in data["partitions"].items()}
         return cls(**{**data, "partitions": parts})
 
+    def total_bytes(self) -> int:
+        """Bytes of the pinned data files, over every partition."""
+        return sum(p.bytes for p in self.partitions.values())
+
     def versions(self) -> dict[str, str]:
         """Partition path -> version."""
         return {k: p.version for k, p in self.partitions.items()}

@@ -130,10 +130,6 @@ def correlated_terms(
             views.drop()
 
 
-def _bytes(pinned: PinnedTable) -> int:
-    return sum(p.bytes for p in pinned.partitions.values())
-
-
 def _negated(frame: DataFrame, analysis: IvmAnalysis) -> DataFrame:
     """``frame``'s partial aggregate rows with their additive columns negated."""
     additive = {ROW_COUNT, *analysis.state_columns, *(c.name for c in analysis.columns if c.role in ("sum", "count"))}
@@ -190,12 +186,12 @@ class _Side:
     def _cheaper(self, table: str, column: str) -> bool:
         """Whether ``table``'s files within the keys' range are at most the other bound
         tables' (bytes)."""
-        own = _bytes(self._pruned(self.new[table], column))
+        own = self._pruned(self.new[table], column).total_bytes()
         others = 0
         for other, bound in zip(self.plan.tables, self.plan.bound, strict=True):
             name = self.by_lower[other]
             if bound is not None and name != table:
-                others += _bytes(self._pruned(self.new[name], bound))
+                others += self._pruned(self.new[name], bound).total_bytes()
         return own <= others
 
     def _read(self, pinned: PinnedTable) -> DataFrame:

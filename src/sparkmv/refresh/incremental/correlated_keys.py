@@ -58,7 +58,7 @@ def emptied(rt: Runtime, pinned: PinnedTable, column: str, change: PinnedTable |
     or a table under :data:`probe.MIN_TARGET_BYTES` (read filtered for less)."""
     if not probe.ENABLED or keys.null or not keys.values or len(keys.values) > probe.MAX_KEYS:
         return False
-    if sum(p.bytes for p in pinned.partitions.values()) < probe.MIN_TARGET_BYTES:
+    if pinned.total_bytes() < probe.MIN_TARGET_BYTES:
         return False
     if not probe.retracts_only(rt, change, column):
         return False
@@ -97,7 +97,7 @@ def correlated_bytes(
     for table in sorted(set(plan.tables)):
         name = by_lower[table]
         source, change = pinned[name], changed.get(name)
-        whole = sum(p.bytes for p in source.partitions.values())
+        whole = source.total_bytes()
         columns = sorted(plan.bound_columns(table))
         if not columns:
             total += 2 * whole

@@ -134,12 +134,8 @@ def _incremental_plan(inp: PlanInput, reason: str) -> Plan:
     )
 
 
-def _bytes(pinned: PinnedTable) -> int:
-    return sum(p.bytes for p in pinned.partitions.values())
-
-
 def _full_candidate(inp: PlanInput) -> Candidate:
-    return Candidate("FULL", True, sum(_bytes(p) for p in inp.pinned.values()), "recomputes every partition")
+    return Candidate("FULL", True, sum(p.total_bytes() for p in inp.pinned.values()), "recomputes every partition")
 
 
 def _pct_candidate(base: Plan, inp: PlanInput) -> Candidate:
@@ -316,8 +312,8 @@ def _estimate(
     costs = _costs(rt, mv, inp, analysis, changes, assume)
     changed = costs.changed
     parts = cost_text(analysis, costs, changes)
-    base_bytes = sum(_bytes(inp.pinned[t]) for t in changed) or 1
-    shares = (netting.changed_share(c, inp.pinned[t], _bytes(inp.pinned[t])) for t, c in changed.items())
+    base_bytes = sum(inp.pinned[t].total_bytes() for t in changed) or 1
+    shares = (netting.changed_share(c, inp.pinned[t], inp.pinned[t].total_bytes()) for t, c in changed.items())
     ratio = sum(shares) / base_bytes
     limit = mv.properties.incremental_max_change_ratio
     read = [change_json(c) for _, c in sorted(changes.items())]
@@ -333,7 +329,8 @@ def _costs(
     """The :class:`Costs` of refreshing ``mv`` incrementally from ``changes``."""
     changed = {t: c for t, c in changes.items() if c.kind in APPLICABLE}
     load = lambda p: iceberg_table(rt, p)  # noqa: E731
-    kept = kept_states(rt.iceberg.load(mv.name).location(), analysis, changes) if changed else {}
+    location = rt.iceberg.load(mv.name).location() if changed else ""
+    kept = kept_states(location, analysis, changes) if changed else {}
     if mv.properties.refresh_mode == "INCREMENTAL" and not assume:
         # A strict run reads its signed changes anyway: read them now, into the change
         # cache, where the probes find their keys.
@@ -341,7 +338,7 @@ def _costs(
             if c.kind == SIGNED:
                 netting.netted(rt, c, True)
     if analysis.correlated is not None and changed:
-        return _correlated_costs(rt, mv, inp, analysis, (changes, changed), assume)
+        return _correlated_costs(rt, (mv, location), inp, analysis, (changes, changed), assume)
     prober = _stage_prober(rt, inp.pinned, changed, assume)
     join = staged_joined_bytes(analysis, inp.pinned, changed, load, kept, prober) if changed else None
     empty = _probed(rt, analysis, inp.pinned, changed, assume) if join is None and changed else {}
@@ -363,26 +360,27 @@ def _costs(
 
 def _correlated_costs(
     rt: Runtime,
-    mv: MvDefinition,
+    target: tuple[MvDefinition, str],
     inp: PlanInput,
     analysis: IvmAnalysis,
     changes: tuple[dict[str, BaseChange], dict[str, BaseChange]],
     assume: bool,
 ) -> Costs:
-    """The :class:`Costs` of a refresh through a correlation key (``changes``: every base
-    table's, and the applied ones): from the reduced state when one is kept
+    """The :class:`Costs` of a refresh through a correlation key (``target``: the MV and its
+    table's location; ``changes``: every base table's, and the applied ones): from the
+    reduced state when one is kept
     (:func:`~sparkmv.refresh.incremental.reduced_state.reduced_bytes`), else the bound
     tables read filtered to the touched keys."""
     assert analysis.correlated is not None
+    mv, location = target
     every, changed = changes
-    location = rt.iceberg.load(mv.name).location()
     used = used_columns(parse_query(analysis.augmented_sql))
     from_state = reduced_bytes(location, analysis.correlated, inp.pinned, every, used)
     if from_state is None:
         read, state = correlated_bytes(rt, analysis.correlated, inp.pinned, changed, assume), 0
     else:
         read, state = from_state
-    whole = sum(_bytes(p) for p in inp.pinned.values())
+    whole = sum(p.total_bytes() for p in inp.pinned.values())
     return Costs(
         changed,
         Joined(read, whole, ()),
@@ -451,7 +449,7 @@ def _keyed_bytes(inp: PlanInput) -> int:
     counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time. Also
     over inner stages kept as state (TPC-H Q15 at SF 1: 7.4 s against a 1 s FULL that
     reads one quarter of ``lineitem``), as their Spark jobs, not their reads, dominate."""
-    return sum(_bytes(p) for p in inp.pinned.values())
+    return sum(p.total_bytes() for p in inp.pinned.values())
 
 
 def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, BaseChange]) -> int:
@@ -464,7 +462,7 @@ def _recomputed_bytes(inp: PlanInput, analysis: IvmAnalysis, changed: dict[str, 
     files = sum(c.files_read for c in changed.values() if c.kind == SIGNED and c.rows_retracted)
     if not files:
         return 0
-    full = sum(_bytes(p) for p in inp.pinned.values())
+    full = sum(p.total_bytes() for p in inp.pinned.values())
     widest = max(len(p.partitions) for p in inp.pinned.values()) or 1
     return min(full, files * full // widest)
 

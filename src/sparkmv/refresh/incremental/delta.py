@@ -232,7 +232,7 @@ class Views:
         rows = [p.rows for p in change.partitions.values()]
         known = None if any(r is None for r in rows) else sum(r or 0 for r in rows)
         sizes = {  # bytes of each base table as pinned (0 when probed: not even weighed); None for an inner stage
-            t: None if (t, role) in self.frames else 0 if t in probed else sum(p.bytes for p in src.partitions.values())
+            t: None if (t, role) in self.frames else 0 if t in probed else src.total_bytes()
             for t, (role, src) in roles.items()
         }
         pinned = {t: src for t, (_, src) in roles.items() if sizes.get(t) is not None}

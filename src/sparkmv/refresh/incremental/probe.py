@@ -313,7 +313,7 @@ def _emptied_by(
 
 def _size(new: Mapping[str, PinnedTable], stages: Mapping[str, StageKey], table: str) -> int:
     pinned = new[stages[table].table] if table in stages else new[table]
-    return sum(p.bytes for p in pinned.partitions.values())
+    return pinned.total_bytes()
 
 
 def _target(

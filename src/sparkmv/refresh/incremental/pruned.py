@@ -60,10 +60,6 @@ class Joined:
     pruned_on: tuple[str, ...]
 
 
-def _bytes(pinned: PinnedTable) -> int:
-    return sum(p.bytes for p in pinned.partitions.values())
-
-
 def joined_bytes(
     analysis: IvmAnalysis,
     pinned: dict[str, PinnedTable],
@@ -85,7 +81,7 @@ def joined_bytes(
     query = parse_query(analysis.merged_sql or analysis.augmented_sql) if reduced else None
     for table, change in sorted(changed.items()):
         others = [o for o in sorted(pinned) if o != table]
-        whole_here = sum(_bytes(pinned[o]) for o in others)
+        whole_here = sum(pinned[o].total_bytes() for o in others)
         whole += whole_here
         found = _reductions(query, table, pinned) if query is not None else []
         for other in others:
@@ -95,10 +91,10 @@ def joined_bytes(
             mine = [r for r in found if r.target == ObjectName.parse(other, allow_reserved=True)]
             size = _pruned(change, pinned[other], mine, load) if mine else None
             if size is None:
-                total += _bytes(pinned[other])
+                total += pinned[other].total_bytes()
             else:
                 total += size
-                if size < _bytes(pinned[other]):
+                if size < pinned[other].total_bytes():
                     pruned_on.update(r.source for r in mine)
     return Joined(total, whole, tuple(sorted(pruned_on)))
 
@@ -348,7 +344,7 @@ def prunes(
     # term reads it at its new position: TPC-H RF1's lineitem holds the new orders' rows):
     # reduce when the files whose bounds overlap the range are at most UNCLUSTERED of it.
     within = overlapping_bytes(load, target, column, appended)
-    return within is not None and within <= UNCLUSTERED * _bytes(target)
+    return within is not None and within <= UNCLUSTERED * target.total_bytes()
 
 
 def overlapping_bytes(load: Loader, pinned: PinnedTable, column: str, bounds: tuple[Any, ...]) -> int | None:

@@ -118,7 +118,7 @@ def chosen(plan: CorrelatedPlan, pinned: Mapping[str, PinnedTable], used: Collec
     lower = {t.lower(): p for t, p in pinned.items()}
 
     def size(table: str) -> int:
-        return sum(p.bytes for p in lower[table].partitions.values()) if table in lower else 0
+        return lower[table].total_bytes() if table in lower else 0
 
     fit = [r for r in reductions(plan, used) if size(r.reducer) <= sum(size(t) for t, _ in r.kept)]
     return min(fit, key=lambda r: size(r.reducer), default=None)
@@ -241,7 +241,7 @@ def reduced_bytes(
         if size is not None:
             total = 2 * size + sum(moved[t].delta_bytes for t in kept if t in moved)
             for table in set(plan.tables) - kept:
-                whole = sum(p.bytes for p in pinned[lower[table]].partitions.values())
+                whole = pinned[lower[table]].total_bytes()
                 total += whole if plan.bound_columns(table) else 2 * whole
             return total, size
     return None
@@ -277,11 +277,13 @@ def key_filtered(rt: Runtime, frame: DataFrame, column: str, kind: object, value
     return frame.join(F.broadcast(keys), F.col(f"`{name}`").eqNullSafe(keys["__smv_key"]), "left_semi")
 
 
-def reduction_keys(rt: Runtime, reduction: Reduction, pinned: Mapping[str, PinnedTable]) -> DataFrame | None:
+def reduction_keys(
+    rt: Runtime, reduction: Reduction, pinned: Mapping[str, PinnedTable]
+) -> tuple[list[Any], DataFrame] | None:
     """``K``: the distinct non-NULL values of the reducer's bound column over its rows
-    passing its filter, as a one-column frame collected once; None when they are not
-    selective: more than :data:`MAX_KEYS` passing rows (counted up to there: the scan stops
-    early), or keys more than :data:`MAX_SHARE` of its rows."""
+    passing its filter, collected once, and as a one-column frame (to be written); None
+    when they are not selective: more than :data:`MAX_KEYS` passing rows (counted up to
+    there: the scan stops early), or keys more than :data:`MAX_SHARE` of its rows."""
     from pyspark.sql import functions as F
 
     from sparkmv.sources.resolve import read_pinned
@@ -299,7 +301,7 @@ def reduction_keys(rt: Runtime, reduction: Reduction, pinned: Mapping[str, Pinne
     total = None if any(c is None for c in counts) else sum(c for c in counts if c is not None)
     if total is not None and len(values) > MAX_SHARE * total:
         return None
-    return rt.spark.createDataFrame([(v,) for v in values], keys.schema)
+    return values, rt.spark.createDataFrame([(v,) for v in values], keys.schema)
 
 
 def full_over_reduced(
@@ -325,12 +327,12 @@ def full_over_reduced(
     directory = store.directory(reduction, ids) if reduction is not None else None
     if reduction is None or directory is None or store.unselective(reduction, ids):
         return None
-    keys = reduction_keys(rt, reduction, pinned)
-    if keys is None:
+    found = reduction_keys(rt, reduction, pinned)
+    if found is None:
         store.mark_unselective(reduction, ids)
         return None
+    values, keys = found
     names = {t.lower(): t for t in pinned}
-    values = [r[0] for r in keys.collect()]
     tables = {}
     for table, column in reduction.kept:
         source = pinned[names[table]]
@@ -341,7 +343,7 @@ def full_over_reduced(
     store.write(directory, keys, tables)
     store.prune({directory})
     log.info("reduced state written (%d keys): %s", len(values), directory)
-    columns = {names[t]: _read(rt, directory, f"t{n}").columns for n, (t, _) in enumerate(reduction.kept)}
+    columns = {names[t]: tables[t].columns for t, _ in reduction.kept}
     states = {names[t]: warehouse.join(directory, f"t{n}") for n, (t, _) in enumerate(reduction.kept)}
     return StagedFull(stored, states, columns)
 

@@ -31,7 +31,6 @@ from sparkmv.refresh.incremental.probe import Prober
 from sparkmv.refresh.incremental.pruned import (
     Joined,
     Loader,
-    _bytes,
     appended_range,
     bytes_within,
     cached,
@@ -78,7 +77,7 @@ def stage_key(analysis: IvmAnalysis, pinned: dict[str, PinnedTable]) -> StageKey
     table = next((t for t in mine if str(_name(t)) == owner[0]), None)
     if table is None:
         return None
-    others = sum(_bytes(pinned[t]) for t in mine if t != table)
+    others = sum(pinned[t].total_bytes() for t in mine if t != table)
     return StageKey(table, owner[1], keyed.keys[0].lower(), others, frozenset(mine))
 
 
@@ -204,7 +203,7 @@ def staged_joined_bytes(
             if other in state_of:
                 total, whole = total + state_of[other], whole + state_of[other]
                 continue
-            full = key.others + _bytes(pinned[key.table]) if key else _bytes(pinned[by_name[other]])
+            full = key.others + pinned[key.table].total_bytes() if key else pinned[by_name[other]].total_bytes()
             if prober is not None and _probed_empty(prober, found, source, other, stage_of, by_name, changed):
                 whole += full
                 continue
@@ -342,7 +341,7 @@ def stage_bytes(
         if kept and stage.name in kept:  # its state read and written; its other tables read by its terms
             tables = table_names(stage.analysis.augmented_sql)
             others = [p for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables]
-            total += 2 * kept[stage.name] + (sum(_bytes(p) for p in others) if len(others) > 1 else 0)
+            total += 2 * kept[stage.name] + (sum(p.total_bytes() for p in others) if len(others) > 1 else 0)
             continue
         pruned = stage_read_bytes(stage.analysis, pinned, changed, load, prober) if changed and load else None
         if pruned is None:
@@ -350,7 +349,7 @@ def stage_bytes(
             # (each inner stage is counted on its own, kept as state or recomputed).
             tables = table_names(stage.analysis.staged_sql or stage.analysis.augmented_sql)
             pruned = sum(
-                _bytes(p) for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
+                p.total_bytes() for t, p in pinned.items() if str(ObjectName.parse(t, allow_reserved=True)) in tables
             )
         total += 2 * pruned + stage_bytes(pinned, stage.analysis.stages, changed, load, kept, prober)
     return total
