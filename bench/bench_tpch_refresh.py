@@ -19,8 +19,11 @@ it as the external catalog ``lake``. One warm process, one SparkSession ``local[
 After each step every MV is refreshed (AUTO: the technique it chose is the run's mode, from
 its ``task_runs`` row; SKIP when nothing it reads changed), compared with its query computed
 by DuckDB (:mod:`sparkmv.demo.oracle`), then refreshed again with ``FORCE`` (a FULL
-recompute of the same MV over the same snapshots: the yardstick). The FULL run follows the
-AUTO one, so it finds the files in the page cache: the comparison leans towards FULL.
+recompute of the same MV over the same snapshots: the yardstick), then its
+``refresh_mode = 'INCREMENTAL'`` twin (INCREMENTAL forced). The FULL run follows the AUTO one,
+so it finds the files in the page cache: the comparison leans towards FULL. Spark's cache of
+generated code is emptied before each timed refresh (``--warm-codegen`` keeps it), so none
+reuses the classes an earlier one compiled (:func:`forget_generated_code`).
 
 Usage: ``nice -n 10 .venv/bin/python bench/bench_tpch_refresh.py [--sf 1] [--data data/tpch]
 [--no-write]``; prints the report and appends it under "## TPC-H's 22 queries kept fresh
@@ -246,14 +249,34 @@ def _auto_right(technique: str, inc: float | None, full: float) -> bool:
     return technique == faster or abs(inc - full) <= 0.1 * min(inc, full) or (technique == "PCT" and full <= inc)
 
 
-def refresh_all(client: Any, queries: dict[str, str], twins: set[str] | None = None) -> list[dict[str, Any]]:
+def forget_generated_code(spark: Any) -> None:
+    """Empty Spark's cache of generated code (``CodeGenerator``'s, reached by reflection: it
+    has no API), so the next refresh compiles its own, as the first refresh of a query shape
+    in a process does. Without it the refresh measured second reuses the classes the first
+    compiled and the JIT already optimized: the same FULL refresh of Q22 at SF 1 took 2.35 s
+    first and 1.40 s right after (2026-11-29), which favoured whichever ran second."""
+    field = spark._jvm.java.lang.Class.forName(
+        "org.apache.spark.sql.catalyst.expressions.codegen.CodeGenerator$"
+    ).getDeclaredField("cache")
+    field.setAccessible(True)
+    field.get(None).invalidateAll()
+
+
+def refresh_all(
+    client: Any, queries: dict[str, str], twins: set[str] | None = None, reset: Any = None
+) -> list[dict[str, Any]]:
     """Refresh every MV (AUTO), check it against DuckDB, then refresh it FULL (FORCE), and
-    its INCREMENTAL twin when it has one."""
+    its INCREMENTAL twin when it has one; ``reset()`` (if given) runs before each timed
+    refresh."""
+    reset = reset or (lambda: None)
     out = []
     for mv, query in queries.items():
+        reset()
         run, seconds = timed(lambda mv=mv: client.refresh(mv))
         ok, rows = _check(client, mv, query)
+        reset()
         full, full_seconds = timed(lambda mv=mv: client.refresh(mv, force=True))
+        reset()
         inc_seconds, inc_ok = _forced_incremental(client, mv, query, twins or set())
         figures = {
             "mv": mv,
@@ -284,9 +307,16 @@ def refresh_all(client: Any, queries: dict[str, str], twins: set[str] | None = N
 
 
 def run(
-    sf: float, data: Path, work: Path, only: list[str] | None = None, rf2_mode: str = "merge-on-read"
+    sf: float,
+    data: Path,
+    work: Path,
+    only: list[str] | None = None,
+    rf2_mode: str = "merge-on-read",
+    warm_codegen: bool = False,
 ) -> dict[str, Any]:
-    """Run the benchmark in ``work`` (a fresh directory); returns the figures."""
+    """Run the benchmark in ``work`` (a fresh directory); returns the figures. Each timed
+    refresh compiles its own generated code (:func:`forget_generated_code`) unless
+    ``warm_codegen``."""
     from sparkmv.client.client import Client
     from sparkmv.demo.data import generate_tables
     from sparkmv.demo.tpch_queries import TPCH_QUERIES, TPCH_TABLES, qualified
@@ -304,6 +334,7 @@ def run(
         "rows": counts,
         "write_s": write_s,
         "load_before": os.getloadavg(),
+        "codegen": "warm" if warm_codegen else "cold",
     }
     try:
         client.execute(
@@ -321,7 +352,8 @@ def run(
         for step in (lambda: rf1(cat, rnd), lambda: rf2(cat, rnd, original_max, rf2_mode)):
             what = step()
             print(what, flush=True)
-            figures["steps"].append((what, refresh_all(client, queries, twins)))
+            reset = None if warm_codegen else (lambda: forget_generated_code(spark))
+            figures["steps"].append((what, refresh_all(client, queries, twins, reset)))
     finally:
         client.close()
     figures["load_after"] = os.getloadavg()
@@ -381,7 +413,13 @@ def report(figures: dict[str, Any]) -> str:
         f"`lineitem` by `month(l_shipdate)`, `orders` by `month(o_orderdate)`; "
         f"{figures['data_bytes'] / 1e6:.0f} MB of Parquet, written in {figures['write_s']:.0f} s). 22 MVs, "
         "AUTO, unpartitioned. Each step is followed by an AUTO refresh of every MV (timed), DuckDB's check, "
-        "then `REFRESH ... FORCE` (FULL, timed; it runs second, on a warm page cache).",
+        "then `REFRESH ... FORCE` (FULL, timed; it runs second, on a warm page cache), then the "
+        "`refresh_mode = 'INCREMENTAL'` twin (timed). "
+        + (
+            "Each timed refresh starts with Spark's cache of generated code emptied: each compiles its own."
+            if figures.get("codegen") == "cold"
+            else "Spark's cache of generated code is kept: a refresh reuses the code an earlier one compiled."
+        ),
         "",
         f"Creates (first build, FULL): {sum(c['seconds'] for c in creates):.1f} s in all; "
         f"{sum(c['state'] == 'SUCCESS' for c in creates)} of {len(creates)} built, "
@@ -428,12 +466,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--queries", help="only these MVs, comma-separated (e.g. q4,q18)")
     parser.add_argument("--figures", type=Path, help="also write the raw figures here as JSON (for calibration)")
     parser.add_argument(
+        "--warm-codegen",
+        action="store_true",
+        help="keep Spark's generated code between the timed refreshes (before 2026-11-29 the benchmark did)",
+    )
+    parser.add_argument(
         "--rf2", choices=("merge-on-read", "copy-on-write"), default="merge-on-read", help="how RF2 deletes"
     )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="sparkmv-bench-tpch-refresh-") as tmp:
         only = args.queries.split(",") if args.queries else None
-        figures = run(args.sf, args.data.resolve(), Path(tmp), only, args.rf2)
+        figures = run(args.sf, args.data.resolve(), Path(tmp), only, args.rf2, args.warm_codegen)
     entry = report(figures)
     print(entry)
     if args.figures:
