@@ -173,6 +173,21 @@ def test_a_selective_filter_keeps_the_reduced_rows_as_state_and_a_refresh_reads_
     reason = next(c["reason"] for c in run.candidates if c["mode"] == "INCREMENTAL")
     assert "reduced state" not in reason, reason
 
+    # The next run (dim unchanged) finds no state at the positions it consumed: it writes
+    # one there (K now holds key 3 too) and reads fact's rows from it, as do the runs after.
+    lake.append("fact", _fact_rows([3, 300, 301], 4))
+    refresh("fact appended after dim changed")
+    assert sides == [(3, 300)] and scanned == ["lake.db.dim"]
+    written = _state_directories(client)  # at the consumed positions, and the new one
+    assert len(written) == 2
+    for directory in written:
+        keys = sorted(r[0] for r in client.runtime.spark.read.parquet(str(directory / "keys")).collect())
+        assert keys == sorted([3, *range(0, 2000, 100)])
+    lake.append("fact", _fact_rows([3], 5))
+    refresh("fact appended again")
+    assert sides == [(3,)] and scanned == ["lake.db.dim"]
+    assert len(set(_state_directories(client)) - set(written)) == 1
+
 
 def test_the_reduced_state_follows_a_seeded_sequence_of_appends_deletes_and_updates(
     make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -20,15 +20,19 @@ n-th kept table's rows, every column), never rows of the MV's Iceberg table.
 - An INCREMENTAL run whose reducer's table did not change keeps only the touched keys in
   ``K``, reads each kept table's old rows of those keys from the state and its new rows as
   the old ones and the change (netted), and writes the new state (the old one and the
-  change of the keys in ``K``): no scan of the kept tables.
+  change of the keys in ``K``): no scan of the kept tables. When it finds no state at the
+  consumed positions (the reducer's table changed in an earlier run, or no FULL refresh
+  wrote one), it writes one there first (``K``, then one filtered scan of each kept table at
+  those positions) and goes on from it, so a change of the reducer's table costs the runs
+  after it one such scan, not a scan of the kept tables each until the next FULL refresh.
 
 The state is a cache checked on read, as the stage state is
 (:mod:`sparkmv.refresh.incremental.stage_state`): its digest covers the reduction (the
 reducer, its filter, the kept tables and their columns) and the contents of the reducer's
 and the kept tables (their partitions' versions), and its marker file is written
-last. Anything else (no
-state, the reducer's table changed, a change that is neither an append nor signed, a
-Parquet base table) reads the tables as before.
+last. Anything else (a run in which the reducer's table changed, a change that is neither
+an append nor signed, a non-selective ``K``, a Parquet base table) reads the tables as
+before.
 """
 
 from __future__ import annotations
@@ -37,7 +41,7 @@ import hashlib
 import json
 import logging
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.analysis.correlated import CorrelatedPlan
@@ -313,16 +317,34 @@ def full_over_reduced(
     used: Collection[str] | None,
 ) -> StagedFull | None:
     """For a FULL refresh: write the reduced state at ``pinned`` anew (a FULL recompute
-    trusts no cache) for the :func:`chosen` reduction of ``plan``, and the
-    :class:`StagedFull` computing the MV's stored query ``stored`` over it (each kept table
-    read from its state); None when there is no reduction, a table has no snapshot id, or
-    ``K`` is not selective (remembered for the reducer's snapshot: the next FULL does not
-    look again), and the MV's query runs as written."""
+    trusts no cache, :func:`write_state`), and the :class:`StagedFull` computing the MV's
+    stored query ``stored`` over it (each kept table read from its state); None when no
+    state is written, and the MV's query runs as written."""
+    written = write_state(rt, ReducedStore.of(location), plan, pinned, used)
+    if written is None:
+        return None
+    reduction, directory, columns = written
+    names = {t.lower(): t for t in pinned}
+    states = {names[t]: warehouse.join(directory, f"t{n}") for n, (t, _) in enumerate(reduction.kept)}
+    return StagedFull(stored, states, {names[t]: c for t, c in columns.items()})
+
+
+def write_state(
+    rt: Runtime,
+    store: ReducedStore,
+    plan: CorrelatedPlan,
+    pinned: dict[str, PinnedTable],
+    used: Collection[str] | None,
+) -> tuple[Reduction, str, dict[str, list[str]]] | None:
+    """Write the reduced state at ``pinned`` for the :func:`chosen` reduction of ``plan``
+    (``K``, then one scan per kept table filtered to it) and prune the MV's other states;
+    returns (the reduction, its directory, kept table -> its columns). None, and nothing
+    written, when there is no reduction, a table has no snapshot id, or ``K`` is not
+    selective (remembered for the reducer's snapshot: no later run looks again)."""
     from sparkmv.refresh.incremental.correlated_keys import column_kind
     from sparkmv.sources.resolve import read_pinned
 
     reduction = chosen(plan, pinned, used)
-    store = ReducedStore.of(location)
     ids = snapshot_ids(pinned)
     directory = store.directory(reduction, ids) if reduction is not None else None
     if reduction is None or directory is None or store.unselective(reduction, ids):
@@ -343,9 +365,7 @@ def full_over_reduced(
     store.write(directory, keys, tables)
     store.prune({directory})
     log.info("reduced state written (%d keys): %s", len(values), directory)
-    columns = {names[t]: tables[t].columns for t, _ in reduction.kept}
-    states = {names[t]: warehouse.join(directory, f"t{n}") for n, (t, _) in enumerate(reduction.kept)}
-    return StagedFull(stored, states, columns)
+    return reduction, directory, {t: tables[t].columns for t, _ in reduction.kept}
 
 
 @dataclass
@@ -368,9 +388,10 @@ def reduced_sides(
 ) -> ReducedSides | None:
     """For an INCREMENTAL run from the state of a reduction of ``plan`` at the ``old``
     positions (``positions``: new, old, delta) with the ``touched`` key values: the sides
-    of the kept tables (module docstring), the new state written; None when no state is
-    found at the old positions for a reduction whose reducer's table did not change and
-    whose kept tables' changes are appends or signed. ``used``: as :func:`reductions`';
+    of the kept tables (module docstring), the new state written (and the old one first,
+    when none is found); None when no reduction's reducer table is unchanged with its kept
+    tables' changes appends or signed, or no state is found or can be written (``K`` not
+    selective, a failed write: logged). ``used``: as :func:`reductions`';
     ``consumed``: base table -> the snapshot id the MV consumed (an unchanged table's ``old``
     position is its newest snapshot, which may be one that changed no file)."""
     from sparkmv.refresh.incremental.correlated_keys import appended_files
@@ -379,16 +400,34 @@ def reduced_sides(
     new, old, delta = positions
     names = {t.lower(): t for t in new}
     changed = {names[t.lower()]: c for t, c in delta.items() if t.lower() in names}
+    usable = []
     for reduction in reductions(plan, used):
         if names.get(reduction.reducer) in changed:
             continue
         changes = [(new[names[t]], changed.get(names[t])) for t, _ in reduction.kept]
         if any(c is not None and c.kind not in SIGNED_KINDS and not appended_files(p, c) for p, c in changes):
             continue
-        found = store.find(reduction, {t: (consumed or {}).get(t) or p.snapshot_id for t, p in old.items()})
+        usable.append(reduction)
+    ids = {t: (consumed or {}).get(t) or p.snapshot_id for t, p in old.items()}
+    for reduction in usable:
+        found = store.find(reduction, ids)
         if found is not None:
             return _sides(rt, store, reduction, found, (new, changed), touched)
-    return None
+    if not usable:
+        return None
+    # No state at the old positions (the reducer's table changed in an earlier run, or no
+    # FULL wrote one yet): write it there now, so this run and the next ones read their kept
+    # tables from it, rather than each scanning them until a FULL refresh writes one. One
+    # scan of each kept table filtered to K, instead of this run's scans of the touched keys.
+    at_old = {t: replace(p, snapshot_id=ids[t]) if p.kind in ("iceberg", "delta") else p for t, p in old.items()}
+    try:
+        written = write_state(rt, store, plan, at_old, used)
+    except Exception as exc:  # a cache: the run reads the tables as written, exact either way
+        log.warning("reduced state not written: %s", exc)
+        return None
+    if written is None or written[0] not in usable:
+        return None
+    return _sides(rt, store, written[0], written[1], (new, changed), touched)
 
 
 def _sides(
