@@ -6,7 +6,7 @@ table's three positions are:
 
 - ``new``: the stage's query over the new inputs (base tables and its own inner stages);
 - ``old``: the same over the old (consumed) inputs, read by time travel;
-- ``delta`` (only when a key of the stage is touched): its rows of the touched keys over
+- ``delta`` (only when a key of the stage is touched and its rows changed): its rows of the touched keys over
   the new input with sign +1 and over the old input with sign -1, netted per distinct row
   (identical rows cancel), with the sign column
   :data:`~sparkmv.analysis.signed.SIGN` as a base table's signed change has it.
@@ -36,7 +36,7 @@ from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental import probe
 from sparkmv.refresh.incremental.delta import Views
 from sparkmv.refresh.incremental.keyed import touched_keys
-from sparkmv.refresh.incremental.merge_rows import key_filter
+from sparkmv.refresh.incremental.merge_rows import first_rows, key_filter
 from sparkmv.refresh.incremental.stage_cost import StageKey, stage_key
 from sparkmv.refresh.incremental.stage_state import StateStore, frames_from_state
 from sparkmv.refresh.runtime import Runtime
@@ -116,8 +116,7 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
     inputs.new[stage.name] = inputs.old[stage.name] = placeholder
     if kept is not None:
         if kept.changed:  # the old and new state netted: rows of unchanged keys cancel
-            views.frames[(stage.name, "delta")] = views.persist(netted(fresh, before))
-            inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
+            _add_delta(stage, inputs, netted(fresh, before))
         return
     assert own.keyed is not None
     key = None if stage.analysis.stages else stage_key(own, inputs.new)
@@ -125,8 +124,7 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
         views.stage_keys[stage.name] = key
         retracted = _retracted_delta(rt, key, query, fresh, inputs)
         if retracted is not None:
-            views.frames[(stage.name, "delta")] = views.persist(retracted)
-            inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
+            _add_delta(stage, inputs, retracted)
             return
     with touched_keys(rt, own, fresh.schema, inputs.new, inputs.old, inputs.delta, views) as terms:
         if terms.union is None:
@@ -134,8 +132,20 @@ def _add_stage(rt: Runtime, stage: Stage, inputs: StagedInputs) -> None:
         restrict = key_filter(terms.union, own.keyed.keys, fresh)
     if restrict is None:  # no key of the stage touched: it did not change
         return
-    # Cached: every term reading the stage's delta, and their reductions, reuse it.
-    views.frames[(stage.name, "delta")] = views.persist(netted(restrict(fresh, True), restrict(before, True)))
+    _add_delta(stage, inputs, netted(restrict(fresh, True), restrict(before, True)))
+
+
+def _add_delta(stage: Stage, inputs: StagedInputs, delta: DataFrame) -> None:
+    """Register ``delta`` as the signed delta of ``stage`` unless it holds no row: its
+    touched keys' rows came out the same (TPC-H RF1's new orders under Q18's stage of
+    orders over 300 units: none qualifies), so the stage did not change and no term reads
+    it, rather than a term over an empty delta that reduces none of its other inputs.
+    Cached: the check computes it, and every term reading it, and their reductions, reuse it.
+    """
+    frame = inputs.views.persist(delta)
+    if not first_rows(frame, 1):
+        return
+    inputs.views.frames[(stage.name, "delta")] = frame
     inputs.delta[stage.name] = PinnedTable(stage.name, "signed", "{}", [])
 
 
