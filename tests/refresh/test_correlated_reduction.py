@@ -9,13 +9,13 @@ import random
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pytest
 
 from sparkmv.names import ObjectName
 from sparkmv.refresh.incremental import correlated, reduced_state
 from tests.helpers import rows_of
+from tests.refresh.lake import Lake
 
 pytestmark = pytest.mark.spark
 
@@ -30,36 +30,6 @@ SCHEMAS = {
 }
 
 
-class Lake:
-    """The base tables in an external SQLite Iceberg catalog ``lake`` (namespace ``db``)."""
-
-    def __init__(self, client: Any, tmp_path: Path) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        uri, warehouse = f"sqlite:///{tmp_path / 'lake.db'}", tmp_path / "lake"
-        warehouse.mkdir()
-        self.catalog = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
-        self.catalog.create_namespace("db")
-        for name, schema in SCHEMAS.items():
-            self.catalog.create_table(("db", name), schema=schema)
-        client.execute(
-            'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
-            f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
-        )
-
-    def append(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        names = SCHEMAS[table].names
-        arrow = pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows], schema=SCHEMAS[table])
-        self.catalog.load_table(("db", table)).append(arrow)
-
-    def oracle(self) -> list[tuple[Any, ...]]:
-        con = duckdb.connect()
-        for name in SCHEMAS:
-            arrow = self.catalog.load_table(("db", name)).scan().to_arrow()  # noqa: F841
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
-        return [tuple(r) for r in con.execute(QUERY.format(p="")).fetchall()]
-
-
 def _fact_rows(keys: list[int], salt: int) -> list[tuple[int, int, int]]:
     return [(k, (k * 7 + j * 13 + salt) % 50, k * 100 + j + salt) for k in keys for j in range(4)]
 
@@ -67,7 +37,7 @@ def _fact_rows(keys: list[int], salt: int) -> list[tuple[int, int, int]]:
 def _setup(make_client: Any, tmp_path: Path, keys: int, every: int) -> tuple[Any, Lake]:
     """fact rows for ``keys`` keys, dim's brand B1 for every ``every``-th key, and the MV."""
     client = make_client(tmp_path / "home")
-    lake = Lake(client, tmp_path)
+    lake = Lake(client, tmp_path, SCHEMAS, QUERY)
     lake.append("dim", [(k, "B1" if k % every == 0 else "B2") for k in range(keys)])
     lake.append("fact", _fact_rows(list(range(keys)), 0))
     query = QUERY.format(p="lake.db.")
@@ -158,7 +128,7 @@ def test_a_selective_filter_keeps_the_reduced_rows_as_state_and_a_refresh_reads_
 
     # A copy-on-write delete of a key in K (a signed change: its files' rows retracted, the
     # kept ones added back): netted into the state.
-    lake.catalog.load_table(("db", "fact")).delete(EqualTo("k", 100))
+    lake.load("fact").delete(EqualTo("k", 100))
     refresh("key 100 deleted")
     assert sides == [(100,)] and scanned == ["lake.db.dim"]
     [third] = [d for d in _state_directories(client) if d != second]
@@ -206,7 +176,7 @@ def test_the_reduced_state_follows_a_seeded_sequence_of_appends_deletes_and_upda
     sides = correlated.reduced_sides
     monkeypatch.setattr(correlated, "reduced_sides", lambda *a: used.append((s := sides(*a)) is not None) or s)
     rnd = random.Random(2417)
-    fact = lake.catalog.load_table(("db", "fact"))
+    fact = lake.load("fact")
     for step in range(8):
         kind = ("append", "copy-on-write", "merge-on-read", "update")[step % 4]
         if kind == "append":
@@ -223,7 +193,7 @@ def test_the_reduced_state_follows_a_seeded_sequence_of_appends_deletes_and_upda
             moved = [r for r in fact.scan(row_filter=f"k == {source}").to_arrow().to_pylist()]
             fact.delete(In("k", [source]))
             lake.append("fact", [(target, r["v"], r["e"]) for r in moved])
-        fact = lake.catalog.load_table(("db", "fact"))
+        fact = lake.load("fact")
         used.clear()
         run = client.refresh("mv")
         assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), (step, kind, run.error)

@@ -22,6 +22,7 @@ from sparkmv.refresh.incremental import delta, probe
 from sparkmv.sources import change_cache
 from sparkmv.storage import position_deletes
 from tests.helpers import rows_of
+from tests.refresh.lake import Lake
 from tests.refresh.test_semijoin import _scans
 
 pytestmark = pytest.mark.spark
@@ -43,44 +44,17 @@ def _probe_small_tables(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(probe, "MIN_TARGET_BYTES", 0)
 
 
-class World:
+class World(Lake):
     """The base tables in an external SQLite Iceberg catalog ``lake`` (namespace ``db``),
     written as an outside writer would (sparkmv's own tables take no delete files)."""
 
     def __init__(self, client: Any, tmp_path: Path) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        uri, warehouse = f"sqlite:///{tmp_path / 'lake.db'}", tmp_path / "lake"
-        warehouse.mkdir()
-        self.lake = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
-        self.lake.create_namespace("db")
-        for name, schema in SCHEMAS.items():
-            self.lake.create_table(("db", name), schema=schema)
-        client.execute(
-            'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
-            f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
-        )
-
-    def load(self, table: str) -> Any:
-        return self.lake.load_table(("db", table))
-
-    def append(self, table: str, rows: list[tuple[Any, ...]]) -> None:
-        names = SCHEMAS[table].names
-        self.load(table).append(
-            pa.Table.from_pylist([dict(zip(names, r, strict=True)) for r in rows], schema=SCHEMAS[table])
-        )
+        super().__init__(client, tmp_path, SCHEMAS, QUERY)
 
     def delete_positions(self, table: str, keys: list[int]) -> None:
         """Merge-on-read: position delete files for the rows whose ``ok`` is in ``keys``."""
         values = pa.array(keys, pa.int64())
         delete_rows(self.load(table), lambda t: pc.is_in(t.column("ok"), value_set=values), ["ok"])
-
-    def oracle(self) -> list[tuple[Any, ...]]:
-        con = duckdb.connect()
-        for name in SCHEMAS:
-            arrow = self.load(name).scan().to_arrow()  # noqa: F841
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
-        return sorted(con.execute(QUERY.format(p="")).fetchall(), key=repr)
 
 
 def _setup(make_client: Any, tmp_path: Path) -> tuple[Any, World]:

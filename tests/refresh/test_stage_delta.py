@@ -8,12 +8,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pytest
 
 from sparkmv.refresh.incremental.delta import Views
 from tests.helpers import rows_of
+from tests.refresh.lake import Lake
 
 pytestmark = pytest.mark.spark
 
@@ -29,45 +29,18 @@ SCHEMAS = {
 }
 
 
-class Lake:
-    """``orders`` and ``lineitem`` in an external SQLite Iceberg catalog ``lake`` (``db``)."""
-
-    def __init__(self, client: Any, tmp_path: Path) -> None:
-        from pyiceberg.catalog.sql import SqlCatalog
-
-        uri, warehouse = f"sqlite:///{tmp_path / 'lake.db'}", tmp_path / "lake"
-        warehouse.mkdir()
-        self.catalog = SqlCatalog("lake", uri=uri, warehouse=warehouse.as_uri())
-        self.catalog.create_namespace("db")
-        for name, schema in SCHEMAS.items():
-            self.catalog.create_table(("db", name), schema=schema)
-        client.execute(
-            'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
-            f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
-        )
-
-    def add_orders(self, orders: dict[int, list[int]]) -> None:
-        """Append each order (key -> its lineitems' quantities; customer ``key % 7``)."""
-        for name, rows in (
-            ("orders", [{"ok": k, "ck": k % 7} for k in orders]),
-            ("lineitem", [{"ok": k, "qty": q} for k, qs in orders.items() for q in qs]),
-        ):
-            self.catalog.load_table(("db", name)).append(pa.Table.from_pylist(rows, schema=SCHEMAS[name]))
-
-    def oracle(self) -> list[tuple[Any, ...]]:
-        con = duckdb.connect()
-        for name in SCHEMAS:
-            arrow = self.catalog.load_table(("db", name)).scan().to_arrow()  # noqa: F841
-            con.execute(f"CREATE TABLE {name} AS SELECT * FROM arrow")
-        return sorted(tuple(r) for r in con.execute(QUERY.format(p="")).fetchall())
+def _add_orders(lake: Lake, orders: dict[int, list[int]]) -> None:
+    """Append each order (key -> its lineitems' quantities; customer ``key % 7``)."""
+    lake.append("orders", [(k, k % 7) for k in orders])
+    lake.append("lineitem", [(k, q) for k, qs in orders.items() for q in qs])
 
 
 def test_a_stage_whose_touched_keys_come_out_the_same_gets_no_delta_term(
     make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     client = make_client(tmp_path / "home")
-    lake = Lake(client, tmp_path)
-    lake.add_orders({k: [(k * 3 + j) % 6 + 1 for j in range(3)] for k in range(40)})  # some over 10 units
+    lake = Lake(client, tmp_path, SCHEMAS, QUERY)
+    _add_orders(lake, {k: [(k * 3 + j) % 6 + 1 for j in range(3)] for k in range(40)})  # some over 10 units
     client.sql(
         f"CREATE MATERIALIZED VIEW mv PROPERTIES ('refresh_mode' = 'INCREMENTAL') AS {QUERY.format(p='lake.db.')}"
     )
@@ -82,16 +55,17 @@ def test_a_stage_whose_touched_keys_come_out_the_same_gets_no_delta_term(
         terms.clear()
         run = client.refresh("mv")
         assert (run.state, run.mode) == ("SUCCESS", "INCREMENTAL"), (step, run.error, run.reason)
-        assert sorted(tuple(r) for r in rows_of(client.table("mv").select("ck", "ok", "q"))) == lake.oracle(), step
+        got = sorted((tuple(r) for r in rows_of(client.table("mv").select("ck", "ok", "q"))), key=repr)
+        assert got == lake.oracle(), step
 
     # New orders of at most 10 units: the stage's touched keys (the new order keys) hold no
     # row before or after, so only the terms of orders and lineitem run, and they add nothing.
-    lake.add_orders({100: [1, 2, 3], 101: [5, 5]})
+    _add_orders(lake, {100: [1, 2, 3], 101: [5, 5]})
     refresh("small orders appended")
     assert terms and not any(t.startswith("__smv_stage_") for t in terms), terms
 
     # An order over 10 units: the stage gains its key, and its term brings the order in.
-    lake.add_orders({102: [6, 6], 103: [1]})
+    _add_orders(lake, {102: [6, 6], 103: [1]})
     refresh("a large order appended")
     assert any(t.startswith("__smv_stage_") for t in terms), terms
     assert (102 % 7, 102, 12) in lake.oracle()
