@@ -320,34 +320,29 @@ def full_over_reduced(
     trusts no cache, :func:`write_state`), and the :class:`StagedFull` computing the MV's
     stored query ``stored`` over it (each kept table read from its state); None when no
     state is written, and the MV's query runs as written."""
-    written = write_state(rt, ReducedStore.of(location), plan, pinned, used)
-    if written is None:
+    reduction = chosen(plan, pinned, used)
+    written = None if reduction is None else write_state(rt, ReducedStore.of(location), reduction, pinned)
+    if reduction is None or written is None:
         return None
-    reduction, directory, columns = written
+    directory, columns = written
     names = {t.lower(): t for t in pinned}
     states = {names[t]: warehouse.join(directory, f"t{n}") for n, (t, _) in enumerate(reduction.kept)}
     return StagedFull(stored, states, {names[t]: c for t, c in columns.items()})
 
 
 def write_state(
-    rt: Runtime,
-    store: ReducedStore,
-    plan: CorrelatedPlan,
-    pinned: dict[str, PinnedTable],
-    used: Collection[str] | None,
-) -> tuple[Reduction, str, dict[str, list[str]]] | None:
-    """Write the reduced state at ``pinned`` for the :func:`chosen` reduction of ``plan``
-    (``K``, then one scan per kept table filtered to it) and prune the MV's other states;
-    returns (the reduction, its directory, kept table -> its columns). None, and nothing
-    written, when there is no reduction, a table has no snapshot id, or ``K`` is not
-    selective (remembered for the reducer's snapshot: no later run looks again)."""
+    rt: Runtime, store: ReducedStore, reduction: Reduction, pinned: dict[str, PinnedTable]
+) -> tuple[str, dict[str, list[str]]] | None:
+    """Write the state of ``reduction`` at ``pinned`` (``K``, then one scan per kept table
+    filtered to it) and prune the MV's other states; returns (its directory, kept table ->
+    its columns). None, and nothing written, when a table has no snapshot id or ``K`` is
+    not selective (remembered for the reducer's snapshot: no later run looks again)."""
     from sparkmv.refresh.incremental.correlated_keys import column_kind
     from sparkmv.sources.resolve import read_pinned
 
-    reduction = chosen(plan, pinned, used)
     ids = snapshot_ids(pinned)
-    directory = store.directory(reduction, ids) if reduction is not None else None
-    if reduction is None or directory is None or store.unselective(reduction, ids):
+    directory = store.directory(reduction, ids)
+    if directory is None or store.unselective(reduction, ids):
         return None
     found = reduction_keys(rt, reduction, pinned)
     if found is None:
@@ -365,7 +360,7 @@ def write_state(
     store.write(directory, keys, tables)
     store.prune({directory})
     log.info("reduced state written (%d keys): %s", len(values), directory)
-    return reduction, directory, {t: tables[t].columns for t, _ in reduction.kept}
+    return directory, {t: tables[t].columns for t, _ in reduction.kept}
 
 
 @dataclass
@@ -419,15 +414,19 @@ def reduced_sides(
     # FULL wrote one yet): write it there now, so this run and the next ones read their kept
     # tables from it, rather than each scanning them until a FULL refresh writes one. One
     # scan of each kept table filtered to K, instead of this run's scans of the touched keys.
+    # Only for the reduction a FULL would keep, and only when this run can use it.
     at_old = {t: replace(p, snapshot_id=ids[t]) if p.kind in ("iceberg", "delta") else p for t, p in old.items()}
+    best = chosen(plan, at_old, used)
+    if best is None or best not in usable:
+        return None
     try:
-        written = write_state(rt, store, plan, at_old, used)
+        written = write_state(rt, store, best, at_old)
     except Exception as exc:  # a cache: the run reads the tables as written, exact either way
         log.warning("reduced state not written: %s", exc)
         return None
-    if written is None or written[0] not in usable:
+    if written is None:
         return None
-    return _sides(rt, store, written[0], written[1], (new, changed), touched)
+    return _sides(rt, store, best, written[0], (new, changed), touched)
 
 
 def _sides(

@@ -6,9 +6,9 @@ table's three positions are:
 
 - ``new``: the stage's query over the new inputs (base tables and its own inner stages);
 - ``old``: the same over the old (consumed) inputs, read by time travel;
-- ``delta`` (only when a key of the stage is touched and its rows changed): its rows of the touched keys over
-  the new input with sign +1 and over the old input with sign -1, netted per distinct row
-  (identical rows cancel), with the sign column
+- ``delta`` (only when a key of the stage is touched and its rows changed): its rows of
+  the touched keys over the new input with sign +1 and over the old input with sign -1,
+  netted per distinct row (identical rows cancel), with the sign column
   :data:`~sparkmv.analysis.signed.SIGN` as a base table's signed change has it.
 
 Then ``new = old + delta`` as multisets, which is all the stage above needs: the delta rules
