@@ -19,6 +19,7 @@ from sparkmv.catalog.control import ControlStore
 from sparkmv.catalog.database import Database, open_database
 from sparkmv.catalog.external import ExternalCatalogStore
 from sparkmv.catalog.objects import ObjectStore
+from sparkmv.catalog.pipelines import PipelineStore
 from sparkmv.catalog.positions import PositionStore
 from sparkmv.catalog.rewrite_log import RewriteLogStore
 from sparkmv.catalog.runs import RunStore
@@ -37,6 +38,8 @@ class Catalog:
             method owns its transaction.
         rewrite_log: the queries considered for query rewrite (:class:`RewriteLogStore`);
             each method owns its transaction.
+        pipelines: the datasets of the pipeline projects run (:class:`PipelineStore`); each
+            method owns its transaction.
     """
 
     objects = ObjectStore
@@ -51,6 +54,7 @@ class Catalog:
         self.url = database.url
         self.scheduling = SchedulingStore(database)
         self.rewrite_log = RewriteLogStore(database)
+        self.pipelines = PipelineStore(database)
 
     @classmethod
     def open(cls, url: str) -> Catalog:

@@ -216,3 +216,29 @@ class ExternalCatalogRow(Base):
     catalog_type: Mapped[str] = mapped_column(String(32))
     properties: Mapped[dict[str, str]] = mapped_column(JSON, default=dict)
     created_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class PipelineDatasetRow(Base):
+    """One dataset of a Spark Declarative Pipelines project run by ``sparkmv pipeline run``
+    (``sparkmv.pipeline_datasets``): SQL and Python, materialized views, streaming tables,
+    views and sinks, with the outcome of its newest run. See
+    :class:`sparkmv.catalog.pipelines.PipelineStore`."""
+
+    __tablename__ = "smv_pipeline_datasets"
+    __table_args__ = (UniqueConstraint("namespace", "name", name="uq_smv_pipeline_datasets_name"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    pipeline: Mapped[str] = mapped_column(String(200))
+    namespace: Mapped[str] = mapped_column(String(128))
+    name: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(32))
+    source: Mapped[str] = mapped_column(String(16))
+    definition_file: Mapped[str] = mapped_column(Text)
+    definition_line: Mapped[int] = mapped_column(Integer)
+    last_state: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    last_technique: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    last_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    rows: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    last_run_start: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    last_run_end: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(DateTime)

@@ -192,11 +192,24 @@ def status(
     name: Annotated[str | None, typer.Argument(help="One MV (default: all).")] = None,
     format: FormatOption = OutputFormat.TABLE,
 ) -> None:
-    """The materialized views: state, rows, partitions, last refresh duration, freshness."""
-    from sparkmv.cli.render import status_rows
+    """The materialized views: state, rows, partitions, last refresh duration, freshness; then
+    (as a table) the other datasets of the pipelines run: Python datasets, views, sinks."""
+    from sparkmv.cli.render import pipeline_dataset_rows, status_rows
+    from sparkmv.names import ObjectName
 
-    cols, rows = status_rows(state.client().status(name))
+    client = state.client()
+    datasets = client.pipeline_datasets()
+    wanted = ObjectName.parse(name) if name else None
+    if wanted is not None and any(d.name == wanted for d in datasets) and not client.status_has(wanted):
+        cols, rows = pipeline_dataset_rows([d for d in datasets if d.name == wanted], set())
+        _print_rows(cols, rows, format, title="pipeline datasets")
+        return
+    statuses = client.status(name)
+    cols, rows = status_rows(statuses)
     _print_rows(cols, rows, format, title="materialized views")
+    others = pipeline_dataset_rows(datasets, {s.name for s in statuses})
+    if wanted is None and others[1] and format == OutputFormat.TABLE:
+        _print_rows(*others, format, title="pipeline datasets")
 
 
 @app.command()

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from sparkmv.catalog.pipelines import PipelineDataset
     from sparkmv.client.client import Client, StatementResult
     from sparkmv.refresh.result import RefreshRun
     from sparkmv.services.status import MvStatus
@@ -73,6 +74,27 @@ def status_rows(statuses: list[MvStatus]) -> tuple[list[str], list[list[Any]]]:
             _freshness(s),
         ]
         for s in statuses
+    ]
+    return cols, rows
+
+
+def pipeline_dataset_rows(datasets: list[PipelineDataset], objects: set[str]) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows of ``sparkmv status``'s pipeline datasets: those that are not
+    sparkmv MVs (``objects``: display names of the MVs listed above them), since each MV
+    already has its line."""
+    cols = ["name", "pipeline", "kind", "last run", "technique", "rows", "finished"]
+    rows = [
+        [
+            d.name.display,
+            d.pipeline,
+            f"{d.source} {d.kind}",
+            d.last_state or "",
+            d.last_technique or "",
+            d.rows,
+            d.last_run_end.strftime("%Y-%m-%d %H:%M:%S") if d.last_run_end else "",
+        ]
+        for d in datasets
+        if d.name.display not in objects
     ]
     return cols, rows
 

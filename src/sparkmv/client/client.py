@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from sparkmv.catalog import ControlCommand, RefreshState, RunState, Trigger
+from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
 from sparkmv.client.results import Rows, StatementResult
 from sparkmv.config import Settings
 from sparkmv.errors import RefreshError, RefreshFailedError, SparkMvError
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkmv.analysis.rewrite import RewriteResult
+    from sparkmv.catalog.pipelines import PipelineDataset
     from sparkmv.refresh.lifecycle import ProgressCallback
     from sparkmv.refresh.planner import RefreshRequest
     from sparkmv.refresh.recovery import RecoveryOutcome
@@ -270,6 +271,17 @@ class Client:
         from sparkmv.services.status import statuses
 
         return statuses(self.runtime, ObjectName.parse(name) if name else None)
+
+    def status_has(self, name: ObjectName) -> bool:
+        """True when ``name`` is a materialized view of the catalog (``sparkmv status`` lists it)."""
+        with self.runtime.catalog.read() as s:
+            row = self.runtime.catalog.objects.find(s, name)
+            return row is not None and row.kind == ObjectKind.MATERIALIZED_VIEW
+
+    def pipeline_datasets(self, pipeline: str | None = None) -> list[PipelineDataset]:
+        """The datasets of the pipeline projects run (of ``pipeline`` when given), SQL and
+        Python, with their newest outcome (``sparkmv.pipeline_datasets``)."""
+        return self.runtime.catalog.pipelines.list(pipeline)
 
     def runs(self, name: str, limit: int = 50) -> list[RefreshRun]:
         """Refresh runs of one object, newest first."""

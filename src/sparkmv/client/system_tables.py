@@ -143,6 +143,21 @@ TABLES = _schema(
     ("last_version_seen", S),
 )
 
+PIPELINE_DATASETS = _schema(
+    ("pipeline", S),
+    ("name", S),
+    ("kind", S),
+    ("source", S),
+    ("definition", S),
+    ("is_sparkmv_object", B),
+    ("last_state", S),
+    ("last_technique", S),
+    ("rows", L),
+    ("last_run_start", T),
+    ("last_run_end", T),
+    ("last_reason", S),
+)
+
 REWRITE_LOG = _schema(
     ("query_time", T),
     ("fingerprint", S),
@@ -367,6 +382,30 @@ def _tables_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     return out
 
 
+def pipeline_datasets_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    """Rows of ``sparkmv.pipeline_datasets``: every dataset of the pipelines run, SQL and
+    Python (``is_sparkmv_object``: a SQL MV or streaming table sparkmv maintains as an MV)."""
+    with rt.catalog.read() as s:
+        objects = {(r.namespace, r.name) for r in rt.catalog.objects.list(s)}
+    return [
+        (
+            d.pipeline,
+            d.name.display,
+            d.kind,
+            d.source,
+            f"{d.file}:{d.line}",
+            (d.name.namespace, d.name.name) in objects,
+            d.last_state,
+            d.last_technique,
+            d.rows,
+            d.last_run_start,
+            d.last_run_end,
+            d.last_reason,
+        )
+        for d in rt.catalog.pipelines.list()
+    ]
+
+
 SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any, ...]]]]] = {
     "materialized_views": (MATERIALIZED_VIEWS, materialized_views_rows),
     "task_runs": (TASK_RUNS, task_runs_rows),
@@ -375,6 +414,7 @@ SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any,
     "tasks": (TASKS, _tasks_rows),
     "rewrite_log": (REWRITE_LOG, rewrite_log_rows),
     "tables": (TABLES, _tables_rows),
+    "pipeline_datasets": (PIPELINE_DATASETS, pipeline_datasets_rows),
 }
 
 

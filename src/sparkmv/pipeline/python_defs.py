@@ -85,6 +85,9 @@ def _registry_class() -> type:
         def register_flow(self, flow: Any) -> None:
             self.flows.append(flow)
 
+        def register_auto_cdc_flow(self, flow: Any) -> None:  # pyspark 4.3's abstract method
+            raise PipelineDefinitionError(f"AUTO CDC flow into {flow.target} is not supported by sparkmv pipeline")
+
         def register_sql(self, sql_text: str, file_path: Path) -> None:  # pragma: no cover - SDP's CLI only
             raise PipelineDefinitionError(f"{file_path}: SQL registered from Python is not supported")
 

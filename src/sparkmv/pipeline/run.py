@@ -41,6 +41,7 @@ from sparkmv.names import ObjectName
 from sparkmv.pipeline.graph import Graph
 from sparkmv.pipeline.model import REFRESHED_KINDS, STREAMING_TABLE, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
 from sparkmv.pipeline.project import Project
+from sparkmv.pipeline.registry import record_result, register_project
 
 if TYPE_CHECKING:
     from sparkmv.catalog.models import ObjectRow
@@ -122,11 +123,14 @@ def run_pipeline(
     outcome: dict[ObjectName, str] = {}
     running: dict[Future[DatasetResult], tuple[ObjectName, datetime]] = {}
 
+    register_project(client, project)
+
     def finish(res: DatasetResult, started: datetime) -> None:
         res.started = res.started or started
         res.finished = res.finished or _now()
         outcome[res.name] = res.state
         result.results.append(res)
+        record_result(client, project, res)
         if on_result is not None:
             on_result(res)
 

@@ -35,6 +35,7 @@ from pyiceberg.table.update.snapshot import _OverwriteFiles, _SnapshotProducer
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.utils.concurrent import ExecutorFactory
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 
 from sparkmv.errors import StorageError
 from sparkmv.names import ObjectName
@@ -129,10 +130,17 @@ class IcebergStore:
 
     # -- tables ------------------------------------------------------------------------------
     def _ensure_namespace(self, namespace: str) -> None:
+        """Create ``namespace`` unless it exists. pyiceberg's SqlCatalog checks, then inserts:
+        two refreshes creating the same namespace at once (threads of a pipeline run, or two
+        processes) both pass the check and the second insert fails on the unique key, which
+        means the namespace now exists."""
         try:
             self.catalog.create_namespace(namespace)
         except NamespaceAlreadyExistsError:
             pass
+        except IntegrityError:
+            if not self.catalog.namespace_exists(namespace):
+                raise
 
     def create_table(
         self, name: ObjectName, schema: pa.Schema, partition_column: str | None, sort_columns: Sequence[str] = ()
