@@ -124,7 +124,8 @@ CREATE MATERIALIZED VIEW here AS SELECT m FROM there;
     ],
 )
 def test_refused_constructs_name_file_and_line(tmp_path: Path, sql: str, message: str) -> None:
-    spec = project(tmp_path / "p", {"a.sql": "-- first\n" + sql.replace("SELECT 1;\n", "")})
+    first = "CREATE MATERIALIZED VIEW ok AS SELECT 1 AS one;\n"
+    spec = project(tmp_path / "p", {"a.sql": first + sql.replace("SELECT 1;\n", "")})
     with pytest.raises(PipelineDefinitionError) as info:
         load_project(spec)
     text = str(info.value)
