@@ -184,6 +184,25 @@ def retired_at(candidate: ObjectName, name: ObjectName | None = None) -> datetim
     return at
 
 
+PATH_TABLE_PREFIX = "__smv_path_"
+"""External tables whose name starts with this are bound to a path reference of a query
+(``parquet.`/data/x```, :mod:`sparkmv.analysis.paths`): created by sparkmv when an MV first
+reads the path, listed with the other base tables (kind, format, location)."""
+
+
+def path_table_name(namespace: str, fmt: str, path: str) -> ObjectName:
+    """The stable name of the external table bound to path reference ``fmt.`path``` in
+    ``namespace``: the prefix, the format and 16 hex digits of the SHA-256 of format and path.
+
+    >>> path_table_name("default", "parquet", "/data/lineitem").name
+    '__smv_path_parquet_54a841969e05c4c4'
+    """
+    import hashlib
+
+    digest = hashlib.sha256(f"{fmt}\0{path}".encode()).hexdigest()[:16]
+    return ObjectName(namespace, f"{PATH_TABLE_PREFIX}{fmt}_{digest}")
+
+
 def is_hidden(name: str) -> bool:
     """True for sparkmv's hidden names: a replacement being built, a retired table.
 

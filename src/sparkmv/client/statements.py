@@ -113,6 +113,10 @@ def _definition(client: Client, stmt: st.Statement, progress: ProgressCallback |
     from sparkmv.sql import statements as st
 
     rt = client.runtime
+    if isinstance(stmt, st.CreateMaterializedView):
+        from sparkmv.services.path_tables import bind_statement
+
+        stmt = bind_statement(rt, stmt)  # format.`path` references read as external tables
     if isinstance(stmt, st.CreateMaterializedView) and stmt.or_replace:
         from sparkmv.services.replace import replace_materialized_view
 

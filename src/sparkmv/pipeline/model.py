@@ -60,6 +60,9 @@ class Dataset:
             the table's name), as folded by :mod:`sparkmv.pipeline.flows`.
         python_flows: a streaming table fed by Python flows: those flows (folded by
             :mod:`sparkmv.pipeline.flows`; run by :mod:`sparkmv.pipeline.python_stream`).
+        conf: the Spark settings of the ``SET`` statements before a SQL definition in its
+            file (applied around its refresh; such a dataset refreshes alone).
+        columns: a SQL definition's column list (:mod:`sparkmv.pipeline.sql_columns`).
     """
 
     name: ObjectName
@@ -75,6 +78,8 @@ class Dataset:
     streams: list[ObjectName] = field(default_factory=list)
     flows: list[str] = field(default_factory=list)
     python_flows: list[PythonFlow] = field(default_factory=list)
+    conf: dict[str, str] = field(default_factory=dict)
+    columns: list[Any] = field(default_factory=list)
 
     @property
     def is_python(self) -> bool:

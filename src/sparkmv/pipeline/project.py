@@ -15,10 +15,11 @@ from typing import Any
 
 from sparkmv.names import DEFAULT_NAMESPACE, ObjectName
 from sparkmv.pipeline.flows import fold_flows
-from sparkmv.pipeline.graph import Graph, build_graph, resolved_query
+from sparkmv.pipeline.graph import Graph, build_graph
 from sparkmv.pipeline.model import MATERIALIZED_VIEW, REFRESHED_KINDS, Dataset
 from sparkmv.pipeline.spec import PipelineSpec, PipelineSpecError, load_spec
 from sparkmv.pipeline.sql_defs import load_sql_file
+from sparkmv.pipeline.sql_run import stored_query
 
 SPARK_CATALOGS = (None, "spark_catalog")
 """Spec ``catalog`` values sparkmv accepts: its objects live in its own catalog."""
@@ -59,7 +60,7 @@ def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) 
     datasets: list[Dataset] = []
     for path in files:
         if path.suffix == ".sql":
-            datasets.extend(load_sql_file(path, namespace))
+            datasets.extend(load_sql_file(path, namespace, spec.configuration))
     python = [p for p in files if p.suffix == ".py"]
     if python:
         from sparkmv.pipeline.python_defs import load_python_file
@@ -74,7 +75,7 @@ def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) 
     for name in order:
         ds = graph.datasets[name]
         if ds.kind in REFRESHED_KINDS and ds.query is not None:
-            project.queries[name] = resolved_query(graph, name, namespace)
+            project.queries[name] = stored_query(project, name)  # path references bound
     return project
 
 

@@ -42,6 +42,7 @@ from sparkmv.pipeline.graph import Graph
 from sparkmv.pipeline.model import REFRESHED_KINDS, STREAMING_TABLE, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
 from sparkmv.pipeline.project import Project
 from sparkmv.pipeline.registry import record_result, register_project
+from sparkmv.pipeline.sql_run import prepare, runs_alone, session_conf
 
 if TYPE_CHECKING:
     from sparkmv.catalog.models import ObjectRow
@@ -145,7 +146,7 @@ def run_pipeline(
                 else:
                     force = full_refresh_all or ds.name in full
                     running[pool.submit(_attempt, client, project, ds, force, set(outcome))] = (ds.name, _now())
-                    if ds.is_python or len(running) >= limit:
+                    if runs_alone(ds) or len(running) >= limit:
                         break
             if not running:
                 if all(n in outcome for n in order):
@@ -184,7 +185,7 @@ def _startable(
     """The datasets that may start now, in dependency ``order``: not finished nor running,
     every input finished; none while a Python dataset runs, and a Python dataset only when
     nothing runs and every dataset before it in ``order`` has finished."""
-    if any(graph.datasets[n].is_python for n in running) or not room:
+    if any(runs_alone(graph.datasets[n]) for n in running) or not room:
         return []
     ready: list[Dataset] = []
     before_done = True
@@ -192,7 +193,7 @@ def _startable(
         if name in outcome:
             continue
         ds = graph.datasets[name]
-        if ds.is_python:
+        if runs_alone(ds):
             if not running and not ready and before_done:
                 ready.append(ds)
             break  # nothing after a Python dataset starts before it
@@ -232,7 +233,9 @@ def _now() -> datetime:
 
 def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
     if ds.query is not None:
-        return _run_sql_mv(client, project, ds, force)
+        with session_conf(client, ds.conf):  # the SETs before it in its file
+            prepare(client, project, ds, project.queries[ds.name])  # path tables, column list
+            return _run_sql_mv(client, project, ds, force)
     if ds.python_flows:
         return _run_python_table(client, project, ds, force, done)
     return _run_python_mv(client, project, ds, force, done)

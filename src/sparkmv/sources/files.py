@@ -20,8 +20,9 @@ from sparkmv.storage import warehouse
 if TYPE_CHECKING:  # pyspark only where a DataFrame is made: pinning needs no Spark
     from pyspark.sql import DataFrame, SparkSession
 
-FORMATS = ("csv", "json", "orc")
-"""The formats of this module (``USING csv | json | orc``)."""
+FORMATS = ("csv", "json", "orc", "text")
+"""The formats of this module (``USING csv | json | orc | text``; text: one string column
+``value``, as Spark reads it)."""
 
 ORC_MAGIC = b"ORC"
 

@@ -15,7 +15,7 @@ from urllib.parse import unquote
 from sparkmv.storage.partition_values import PartitionText, PartitionValueError, canonical, kind_of_spark_type
 
 UNPARTITIONED = ""
-LISTED_FORMATS = ("parquet", "csv", "json", "orc")
+LISTED_FORMATS = ("parquet", "csv", "json", "orc", "text")
 """Kinds of external tables that are directories of files, changes detected by listing."""
 HIVE_NULL_PARTITION = "__HIVE_DEFAULT_PARTITION__"
 """The directory name of the NULL partition in a Hive-style path (Spark's and Hive's)."""

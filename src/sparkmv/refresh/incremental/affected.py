@@ -32,7 +32,7 @@ from sparkmv.storage.file_stats import FileRange, column_ranges
 from sparkmv.storage.iceberg import IcebergStore
 from sparkmv.storage.partition_values import PartitionValueError, canonical, sort_key
 
-APPENDED_KINDS = frozenset({"parquet", "csv", "json", "orc", "iceberg", "delta"})
+APPENDED_KINDS = frozenset({"parquet", "csv", "json", "orc", "text", "iceberg", "delta"})
 """Kinds of a base table whose delta (:attr:`IncrementalInput.delta`) is files appended to
 known partitions (``signed`` and ``changelog`` deltas carry retractions read elsewhere)."""
 MAX_TOUCHED_VALUES = 10_000
