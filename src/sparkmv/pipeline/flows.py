@@ -32,7 +32,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.names import ObjectName
-from sparkmv.pipeline.model import FLOW, STREAMING_TABLE, Dataset, PipelineDefinitionError, PythonFlow
+from sparkmv.pipeline.model import FLOW, SINK, STREAMING_TABLE, Dataset, PipelineDefinitionError, PythonFlow
 
 
 def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
@@ -45,7 +45,7 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
             with no flow, flows whose columns do not match, SQL and Python flows into one
             table, or a materialized view or temporary view reading ``STREAM(t)``.
     """
-    tables = {d.name: d for d in datasets if d.kind == STREAMING_TABLE}
+    tables = {d.name: d for d in datasets if d.kind in (STREAMING_TABLE, SINK)}
     fed: dict[ObjectName, list[Dataset]] = {name: [] for name in tables}
     seen: dict[ObjectName, Dataset] = {d.name: d for d in datasets if d.kind != FLOW}
     out: list[Dataset] = []
@@ -72,6 +72,10 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
             )
         fed[ds.target].append(ds)
     for name, table in tables.items():
+        if table.kind == SINK and not fed[name]:
+            raise PipelineDefinitionError(
+                f'{table.where}: sink {name.display} has no flow: give it @dp.append_flow(target="{name.name}")'
+            )
         if table.python_flows or any(f.function is not None for f in fed[name]):
             _fold_python(table, fed[name])
             continue
@@ -103,7 +107,7 @@ def _fold_python(table: Dataset, fed: list[Dataset]) -> None:
     if sql:
         python = next(f for f in [table, *fed] if f.function is not None)
         raise PipelineDefinitionError(
-            f"{python.where}: streaming table {table.name.display} is fed by SQL ({sql[0].where}) and by Python "
+            f"{python.where}: {table.kind} {table.name.display} is fed by SQL ({sql[0].where}) and by Python "
             f"flow {python.name.display}: sparkmv runs the flows of one streaming table in one language"
         )
     table.python_flows = [

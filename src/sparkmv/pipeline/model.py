@@ -14,6 +14,7 @@ MATERIALIZED_VIEW = "materialized view"
 TEMPORARY_VIEW = "temporary view"
 STREAMING_TABLE = "streaming table"
 FLOW = "flow"
+SINK = "sink"
 REFRESHED_KINDS = (MATERIALIZED_VIEW, STREAMING_TABLE)
 """The kinds a run refreshes (a flow is folded into its streaming table, a temporary view
 is inlined)."""
@@ -60,6 +61,12 @@ class Dataset:
             the table's name), as folded by :mod:`sparkmv.pipeline.flows`.
         python_flows: a streaming table fed by Python flows: those flows (folded by
             :mod:`sparkmv.pipeline.flows`; run by :mod:`sparkmv.pipeline.python_stream`).
+        schema: a Python table's ``schema=`` (a DDL string or a ``StructType``), applied to
+            its rows (:func:`sparkmv.pipeline.python_schema.apply_schema`).
+        cluster_by: ``cluster_by=`` (a layout hint: the table's sort order).
+        sink_format / options: a sink's (``dp.create_sink``) format and options.
+        flow_queries: a SQL streaming table with several flows of which one selects ``*``:
+            each flow's query, unioned when the sources' schemas are known (at run time).
     """
 
     name: ObjectName
@@ -75,6 +82,11 @@ class Dataset:
     streams: list[ObjectName] = field(default_factory=list)
     flows: list[str] = field(default_factory=list)
     python_flows: list[PythonFlow] = field(default_factory=list)
+    schema: Any = None
+    cluster_by: list[str] = field(default_factory=list)
+    sink_format: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    flow_queries: list[Dataset] = field(default_factory=list)
 
     @property
     def is_python(self) -> bool:
