@@ -18,7 +18,8 @@ sparkmv's first promise that a table equals its query:
 
 A streaming table fed by Python flows (``@dp.table``, ``@dp.append_flow``) keeps its flows as
 they are (``Dataset.python_flows``): they run as Spark streams (:mod:`sparkmv.pipeline.python_stream`).
-One table's flows are all SQL or all Python.
+One table's flows are all SQL or all Python. A sink (``dp.create_sink``) is fed by Python
+flows the same way (:mod:`sparkmv.pipeline.python_sinks`).
 
 ``INSERT INTO t BY NAME`` matches columns by name, so every flow of a table with several flows
 must name its columns (no ``*``) and give the same set of names; each flow's select list is

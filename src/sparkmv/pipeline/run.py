@@ -16,7 +16,8 @@ REFRESH``), so ``sparkmv scheduler`` runs the pipeline on that schedule, in depe
 
 A Python materialized view is refreshed by :mod:`.python_mv`, a streaming table fed by Python
 flows by :mod:`.python_stream` (``@dp.table`` whose function returns a batch DataFrame is a
-Python materialized view). Its query function reads tables
+Python materialized view), a sink by :mod:`.python_sinks`; ``spark.readStream.table`` of a
+pipeline dataset in a flow reads its new rows (:mod:`.python_feeds`). Its query function reads tables
 by name (``spark.table("x")`` / ``spark.read.table``, ``spark.sql``): each name Spark cannot
 resolve is bound, as a temporary view, to the sparkmv table's current snapshot, or to a
 temporary view of the pipeline; a pipeline dataset not yet refreshed in this run puts the
