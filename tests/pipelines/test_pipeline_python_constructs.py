@@ -210,7 +210,8 @@ def test_spark_pipelines_gives_the_same_tables_and_sinks(
         src1, src2, out = tmp_path / f"{tool}-src1", tmp_path / f"{tool}-src2", tmp_path / f"{tool}-out"
         write_json(src1, "a.json", batch(0, 5))
         write_json(src2, "a.json", batch(0, 6))
-        write_project(tmp_path / tool, {"defs.py": defs.format(src1=src1, src2=src2, out=out)})
+        spec_file = write_project(tmp_path / tool, {"defs.py": defs.format(src1=src1, src2=src2, out=out)})
+        spec_file.write_text(spec_file.read_text().replace("storage: /", "storage: file:///"))  # SDP wants a URI
         dirs[tool] = (src1, src2, out)
     spec = tmp_path / "sparkmv" / "spark-pipeline.yml"
 
