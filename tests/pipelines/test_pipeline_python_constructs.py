@@ -44,12 +44,12 @@ def append_to_c() -> DataFrame:
     return spark.readStream.table("b")
 
 
-@dp.table(partition_cols=["kind"], cluster_by=["id"], schema="id BIGINT, kind STRING, amount DOUBLE")
+@dp.table(partition_cols=["kind"], schema="id BIGINT, kind STRING, amount DOUBLE")
 def s() -> DataFrame:
     return spark.readStream.format("json").schema(SCHEMA).load("{src2}")
 
 
-@dp.table
+@dp.table(cluster_by=["id"])
 def d() -> DataFrame:
     return spark.readStream.table("s").where("amount > 1")
 
@@ -121,7 +121,7 @@ def test_streams_of_datasets_sinks_and_layout_append_each_row_once(client: Any, 
     assert sink_rows(out, "delta") == expected(batch(0, 6), lambda r: r["amount"] > 1)
     s = client.runtime.iceberg.load(ObjectName("default", "s"))
     assert client.runtime.iceberg.partition_column(s) == "kind"
-    assert client.runtime.iceberg.sort_columns(s) == ["id"]
+    assert client.runtime.iceberg.sort_columns(client.runtime.iceberg.load(ObjectName("default", "d"))) == ["id"]
     assert str(s.schema().find_field("id").field_type) == "long"  # the declared type, not the source's INT
     assert by_name(first, "out").kind == "sink"
 
@@ -166,6 +166,10 @@ def test_streams_of_datasets_sinks_and_layout_append_each_row_once(client: Any, 
             "delta files)",
         ),
         ('dp.create_sink("k", "json")\n', "3: sink k: give its directory as option 'path'"),
+        (
+            'dp.create_streaming_table("t", partition_cols=["a"], cluster_by=["b"])\n',
+            "3: SPECIFY_CLUSTER_BY_WITH_PARTITIONED_BY_IS_NOT_ALLOWED",
+        ),
         (
             '@dp.append_flow(target="t", once=True)\ndef f():\n    return spark.read.table("x")\n',
             "3: TypeError: append_flow() got an unexpected keyword argument 'once'",

@@ -188,6 +188,10 @@ def _table_options(ds: Dataset, output: Any, where: str) -> None:
     ds.partition_by = cols[0].lower() if cols else None
     ds.properties = dict(output.table_properties or {})
     ds.cluster_by = [c.lower() for c in (output.cluster_by or [])]
+    if cols and ds.cluster_by:  # as Spark refuses it
+        raise PipelineDefinitionError(
+            f"{where}: SPECIFY_CLUSTER_BY_WITH_PARTITIONED_BY_IS_NOT_ALLOWED: cluster_by or partition_cols, not both"
+        )
     if output.schema is not None:
         ds.schema = parse_schema(output.schema, where)
     fmt = getattr(output, "format", None)
