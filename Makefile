@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 
 JDBC_JAR := /usr/share/java/postgresql.jar
 
-.PHONY: install jdbc ui-deps jvm-archive demo test test-slow mutation lint lint-imports format typecheck bench clean
+.PHONY: install jdbc ui-deps jvm-archive demo test test-slow test-compat mutation lint lint-imports format typecheck bench clean
 
 install: $(STAMP) jdbc ui-deps jvm-archive
 
@@ -48,6 +48,18 @@ test-slow: install
 	SPARKMV_DIFF_PROFILE=slow $(BIN)/python -m pytest -q -p no:cacheprovider tests/differential
 	$(BIN)/python -m pytest -q -p no:cacheprovider -m long
 
+# Spark 4.1 still works: a second venv with the newest pyspark 4.1 runs the pipeline, refresh
+# and cluster tests (make install picks the newest pyspark sparkmv supports, 4.3).
+COMPAT_VENV := .venv-spark41
+COMPAT_PYSPARK ?= pyspark>=4.1.1,<4.2
+COMPAT_TESTS ?= tests/pipelines tests/refresh tests/cluster
+test-compat: jdbc ui-deps
+	test -x $(COMPAT_VENV)/bin/python || $(PYTHON) -m venv $(COMPAT_VENV)
+	$(COMPAT_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(COMPAT_VENV)/bin/python -m pip install --quiet -e '.[dev]' '$(COMPAT_PYSPARK)'
+	$(COMPAT_VENV)/bin/python -c 'import pyspark; print("pyspark", pyspark.__version__)'
+	$(COMPAT_VENV)/bin/python -m pytest -q -p no:cacheprovider -m "not long" -n 2 --dist loadgroup $(COMPAT_TESTS)
+
 # The mutation score of the pure logic ([tool.mutmut] in pyproject.toml; not part of `test`):
 # two workers so the machine stays usable; MUTANTS='sparkmv.analysis*' narrows the run.
 # Results: `$(BIN)/mutmut results`; recorded in bench/RESULTS.md ("Mutation score").
@@ -80,4 +92,4 @@ bench: install
 	$(BIN)/python bench/bench_rewrite.py
 
 clean:
-	rm -rf $(VENV) .sparkmv .sparkmv-demo .pytest_cache .mypy_cache .ruff_cache mutants
+	rm -rf $(VENV) $(COMPAT_VENV) .sparkmv .sparkmv-demo .pytest_cache .mypy_cache .ruff_cache mutants

@@ -18,7 +18,8 @@ sparkmv's first promise that a table equals its query:
 
 A streaming table fed by Python flows (``@dp.table``, ``@dp.append_flow``) keeps its flows as
 they are (``Dataset.python_flows``): they run as Spark streams (:mod:`sparkmv.pipeline.python_stream`).
-One table's flows are all SQL or all Python.
+One table's flows are all SQL or all Python. A sink (``dp.create_sink``) is fed by Python
+flows the same way (:mod:`sparkmv.pipeline.python_sinks`).
 
 ``INSERT INTO t BY NAME`` matches columns by name, so every flow of a table with several flows
 must name its columns (no ``*``) and give the same set of names; each flow's select list is
@@ -32,7 +33,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.names import ObjectName
-from sparkmv.pipeline.model import FLOW, STREAMING_TABLE, Dataset, PipelineDefinitionError, PythonFlow
+from sparkmv.pipeline.model import FLOW, SINK, STREAMING_TABLE, Dataset, PipelineDefinitionError, PythonFlow
 
 
 def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
@@ -45,7 +46,7 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
             with no flow, flows whose columns do not match, SQL and Python flows into one
             table, or a materialized view or temporary view reading ``STREAM(t)``.
     """
-    tables = {d.name: d for d in datasets if d.kind == STREAMING_TABLE}
+    tables = {d.name: d for d in datasets if d.kind in (STREAMING_TABLE, SINK)}
     fed: dict[ObjectName, list[Dataset]] = {name: [] for name in tables}
     seen: dict[ObjectName, Dataset] = {d.name: d for d in datasets if d.kind != FLOW}
     out: list[Dataset] = []
@@ -72,6 +73,10 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
             )
         fed[ds.target].append(ds)
     for name, table in tables.items():
+        if table.kind == SINK and not fed[name]:
+            raise PipelineDefinitionError(
+                f'{table.where}: sink {name.display} has no flow: give it @dp.append_flow(target="{name.name}")'
+            )
         if table.python_flows or any(f.function is not None for f in fed[name]):
             _fold_python(table, fed[name])
             continue
@@ -103,7 +108,7 @@ def _fold_python(table: Dataset, fed: list[Dataset]) -> None:
     if sql:
         python = next(f for f in [table, *fed] if f.function is not None)
         raise PipelineDefinitionError(
-            f"{python.where}: streaming table {table.name.display} is fed by SQL ({sql[0].where}) and by Python "
+            f"{python.where}: {table.kind} {table.name.display} is fed by SQL ({sql[0].where}) and by Python "
             f"flow {python.name.display}: sparkmv runs the flows of one streaming table in one language"
         )
     table.python_flows = [

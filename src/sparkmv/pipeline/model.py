@@ -14,6 +14,7 @@ MATERIALIZED_VIEW = "materialized view"
 TEMPORARY_VIEW = "temporary view"
 STREAMING_TABLE = "streaming table"
 FLOW = "flow"
+SINK = "sink"
 REFRESHED_KINDS = (MATERIALIZED_VIEW, STREAMING_TABLE)
 """The kinds a run refreshes (a flow is folded into its streaming table, a temporary view
 is inlined)."""
@@ -63,6 +64,12 @@ class Dataset:
         conf: the Spark settings of the ``SET`` statements before a SQL definition in its
             file (applied around its refresh; such a dataset refreshes alone).
         columns: a SQL definition's column list (:mod:`sparkmv.pipeline.sql_columns`).
+        schema: a Python table's ``schema=`` (a DDL string or a ``StructType``), applied to
+            its rows (:func:`sparkmv.pipeline.python_schema.apply_schema`).
+        cluster_by: ``cluster_by=`` (a layout hint: the table's sort order).
+        sink_format / options: a sink's (``dp.create_sink``) format and options.
+        flow_queries: a SQL streaming table with several flows of which one selects ``*``:
+            each flow's query, unioned when the sources' schemas are known (at run time).
     """
 
     name: ObjectName
@@ -80,6 +87,11 @@ class Dataset:
     python_flows: list[PythonFlow] = field(default_factory=list)
     conf: dict[str, str] = field(default_factory=dict)
     columns: list[Any] = field(default_factory=list)
+    schema: Any = None
+    cluster_by: list[str] = field(default_factory=list)
+    sink_format: str | None = None
+    options: dict[str, str] = field(default_factory=dict)
+    flow_queries: list[Dataset] = field(default_factory=list)
 
     @property
     def is_python(self) -> bool:

@@ -17,9 +17,14 @@ decorators declare becomes datasets:
   streaming table by :mod:`sparkmv.pipeline.flows` (also one declared in another file or in
   SQL with ``CREATE STREAMING TABLE name``); its function must return a streaming DataFrame;
 - ``@dp.temporary_view``: a temporary view;
-- sinks (``dp.create_sink``): refused.
+- ``dp.create_sink(name, format, options)``: a sink fed by ``@dp.append_flow(target=name)``
+  (:mod:`sparkmv.pipeline.python_sinks`).
 
-``partition_cols`` of a streaming table, ``cluster_by``, ``schema`` and ``format`` are refused.
+``partition_cols`` (one column), ``cluster_by`` (the table's sort order: a layout hint) and
+``schema`` (a DDL string or ``StructType``: :mod:`sparkmv.pipeline.python_schema`) are kept;
+``format`` other than ``iceberg`` is refused (sparkmv keeps every dataset as an Iceberg table).
+pyspark 4.3's ``append_flow`` has no ``once`` parameter (SDP's one-time flows are not in its
+Python API): a ``once=`` there is refused with the decorator's file:line.
 
 The query functions are not called here (SDP calls them at run time, with the session active).
 """
@@ -37,6 +42,7 @@ from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import (
     FLOW,
     MATERIALIZED_VIEW,
+    SINK,
     STREAMING_TABLE,
     TEMPORARY_VIEW,
     Dataset,
@@ -62,10 +68,25 @@ def load_python_file(path: Path, namespace: str, root: Path) -> list[Dataset]:
     with _cwd(root), graph_element_registration_context(registry):
         try:
             module_spec.loader.exec_module(module)
+        except TypeError as exc:
+            raise _bad_argument(path, exc) from exc
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             raise PipelineDefinitionError(f"{path}: {type(exc).__name__}: {first}") from exc
     return _datasets(path, registry, namespace)
+
+
+def _bad_argument(path: Path, exc: TypeError) -> PipelineDefinitionError:
+    """``<path>:<line>: ...`` for a decorator given an argument pyspark does not have (the
+    line of the call in ``path``), as ``append_flow(once=True)``."""
+    import traceback
+
+    line = next((f.lineno for f in reversed(traceback.extract_tb(exc.__traceback__)) if f.filename == str(path)), None)
+    where = f"{path}:{line}" if line else str(path)
+    text = (str(exc).strip().splitlines() or [""])[0]
+    if "'once'" in text:
+        text += " (pyspark 4.3's SDP Python API has no one-time flows; sparkmv runs what it declares)"
+    return PipelineDefinitionError(f"{where}: TypeError: {text}")
 
 
 def _registry_class() -> type:
@@ -85,8 +106,9 @@ def _registry_class() -> type:
         def register_flow(self, flow: Any) -> None:
             self.flows.append(flow)
 
-        def register_auto_cdc_flow(self, flow: Any) -> None:  # pyspark 4.3's abstract method
-            raise PipelineDefinitionError(f"AUTO CDC flow into {flow.target} is not supported by sparkmv pipeline")
+        def register_auto_cdc_flow(self, flow: Any) -> None:  # pyspark 4.3's registry requires it
+            where = f"{flow.source_code_location.filename}:{flow.source_code_location.line_number or 1}"
+            raise PipelineDefinitionError(f"{where}: create_auto_cdc_flow is not supported by sparkmv pipeline")
 
         def register_sql(self, sql_text: str, file_path: Path) -> None:  # pragma: no cover - SDP's CLI only
             raise PipelineDefinitionError(f"{file_path}: SQL registered from Python is not supported")
@@ -95,7 +117,7 @@ def _registry_class() -> type:
 
 
 def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
-    from pyspark.pipelines.output import MaterializedView, StreamingTable, TemporaryView
+    from pyspark.pipelines.output import MaterializedView, Sink, StreamingTable, TemporaryView
 
     flows = {f.name: f for f in registry.flows}
     out: list[Dataset] = []
@@ -112,20 +134,18 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
             kind = MATERIALIZED_VIEW
         elif isinstance(output, StreamingTable):
             kind = STREAMING_TABLE
+        elif isinstance(output, Sink):
+            if flow is not None:  # an append flow named as its sink
+                flows[flow.name] = flow
+            out.append(_sink(output, namespace, path, line))
+            continue
         else:
-            raise PipelineDefinitionError(
-                f"{where}: {type(output).__name__} {output.name}: sinks are not supported by sparkmv pipeline "
-                "(materialized views, streaming tables, flows and temporary views are)"
-            )
+            raise PipelineDefinitionError(f"{where}: {type(output).__name__} {output.name}: not supported")
         name = _name(output.name, namespace, where)
         ds = Dataset(name, kind, path, line, function=flow.func if flow else None, comment=output.comment)
         if kind != TEMPORARY_VIEW:
             _table_options(ds, output, where)
         if kind == STREAMING_TABLE:
-            if ds.partition_by:
-                raise PipelineDefinitionError(
-                    f"{where}: partition_cols of a Python streaming table is not supported by sparkmv pipeline"
-                )
             if flow is not None:  # @dp.table: its function is the table's own flow
                 ds.python_flows = [PythonFlow(flow.name, flow.func, path, line)]
         out.append(ds)
@@ -137,17 +157,49 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
     return out
 
 
+def _sink(output: Any, namespace: str, path: Path, line: int) -> Dataset:
+    """A ``dp.create_sink``: its format must be one :mod:`.python_sinks` writes, with a
+    ``path`` option."""
+    from sparkmv.pipeline.python_sinks import SINK_FORMATS
+
+    where = f"{path}:{line}"
+    fmt = str(output.format).lower()
+    options = {str(k): str(v) for k, v in (output.options or {}).items()}
+    if fmt not in SINK_FORMATS:
+        raise PipelineDefinitionError(
+            f"{where}: sink {output.name}: format {output.format!r} is not supported by sparkmv pipeline "
+            f"(sinks write {', '.join(SINK_FORMATS)} files)"
+        )
+    if not options.get("path"):
+        raise PipelineDefinitionError(f"{where}: sink {output.name}: give its directory as option 'path'")
+    name = _name(output.name, namespace, where)
+    return Dataset(name, SINK, path, line, sink_format=fmt, options=options)
+
+
 def _table_options(ds: Dataset, output: Any, where: str) -> None:
-    """``partition_cols`` (one column at most), ``table_properties``; ``cluster_by``, ``schema``
-    and ``format`` are refused."""
+    """``partition_cols`` (one column at most), ``table_properties``, ``cluster_by``,
+    ``schema`` (checked: a DDL string that parses, or a ``StructType``); a ``format`` other
+    than ``iceberg`` is refused."""
+    from sparkmv.pipeline.python_schema import parse_schema
+
     cols = list(output.partition_cols or [])
     if len(cols) > 1:
-        raise PipelineDefinitionError(f"{where}: sparkmv partitions a materialized view by one column")
+        raise PipelineDefinitionError(f"{where}: sparkmv partitions a table by one column")
     ds.partition_by = cols[0].lower() if cols else None
     ds.properties = dict(output.table_properties or {})
-    for option in ("cluster_by", "schema", "format"):
-        if getattr(output, option, None):
-            raise PipelineDefinitionError(f"{where}: {option} is not supported by sparkmv pipeline")
+    ds.cluster_by = [c.lower() for c in (output.cluster_by or [])]
+    if cols and ds.cluster_by:  # as Spark refuses it
+        raise PipelineDefinitionError(
+            f"{where}: SPECIFY_CLUSTER_BY_WITH_PARTITIONED_BY_IS_NOT_ALLOWED: cluster_by or partition_cols, not both"
+        )
+    if output.schema is not None:
+        ds.schema = parse_schema(output.schema, where)
+    fmt = getattr(output, "format", None)
+    if fmt and str(fmt).lower() != "iceberg":
+        raise PipelineDefinitionError(
+            f"{where}: format {fmt!r} is not supported by sparkmv pipeline: it keeps every table as an "
+            "Iceberg table (leave format out)"
+        )
 
 
 def _name(text: str, namespace: str, where: str) -> ObjectName:

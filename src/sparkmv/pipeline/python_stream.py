@@ -30,14 +30,21 @@ committed by the next run.
 - A flow returning a batch DataFrame is refused with ``spark-pipelines``' own text.
 
 Readable as streams here: Spark's file sources (``spark.readStream.format("json" | "parquet"
-| "csv" | "orc" | "text").schema(...).load(dir)``) and the other built-in ones (``rate``).
-This Spark has no Iceberg or Delta streaming source, so ``spark.readStream.table(t)`` of a
-sparkmv table or a pipeline dataset is refused with a message naming the flow's file:line.
+| "csv" | "orc" | "text").schema(...).load(dir)``), the other built-in ones (``rate``), and
+``spark.readStream.table(t)`` of a pipeline dataset or sparkmv table (its new rows, through a
+feed: :mod:`.python_feeds`). A table of another catalog read so is refused with a message
+naming the flow's file:line.
+
+``partition_cols`` (one column) makes the table identity-partitioned by it (each batch written
+one file per value, the column kept inside the files); ``cluster_by`` is the table's sort
+order (a layout hint: each batch's files sorted by it). A change of either builds the table
+again, as a change of its columns does.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -52,6 +59,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from sparkmv.client.client import Client
+    from sparkmv.pipeline.python_feeds import Feed
 
 EPOCH_PROPERTY = "sparkmv.stream.epoch"
 FLOW_PROPERTY = "sparkmv.stream.flow."
@@ -97,10 +105,19 @@ def streaming_error(flow: PythonFlow, exc: BaseException) -> SparkMvError:
 
 
 def refresh_streaming_table(
-    client: Client, name: ObjectName, frames: list[tuple[PythonFlow, DataFrame]], checkpoints: str, force: bool
+    client: Client,
+    name: ObjectName,
+    frames: list[tuple[PythonFlow, DataFrame]],
+    checkpoints: str,
+    force: bool,
+    partition_by: str | None = None,
+    sort: Sequence[str] = (),
+    feeds: Mapping[str, list[Feed]] | None = None,
 ) -> PythonRefresh:
     """Append the new rows of every flow's stream to streaming table ``name`` (rules in the
-    module docstring); ``checkpoints``: :func:`checkpoint_root`.
+    module docstring); ``checkpoints``: :func:`checkpoint_root`; ``partition_by``: its
+    partition column, ``sort``: its sort columns; ``feeds``: per flow, the feeds its stream
+    reads (exported before the flow runs).
 
     Raises:
         SparkMvError: the name is another sparkmv object; a flow returns a batch DataFrame;
@@ -114,12 +131,17 @@ def refresh_streaming_table(
     store = client.runtime.iceberg
     frames = [(flow, normalize_for_iceberg(_streaming(name, flow, df))) for flow, df in frames]
     columns = _columns(name, frames)
+    if partition_by and partition_by not in [c.lower() for c in columns]:
+        raise SparkMvError(
+            f"{frames[0][0].where}: partition column {partition_by!r} is not a column of streaming table "
+            f"{name.display} (columns: {', '.join(columns)})"
+        )
     reason = None
-    if store.exists(name) and store.load(name).schema().as_arrow().names != columns:
+    if store.exists(name) and _layout(store, name) != (columns, partition_by, list(sort)):
         _drop(client, name, checkpoints)
-        reason = "its columns changed: table recreated"
+        reason = "its columns or layout changed: table recreated"
     if not store.exists(name):
-        store.create_table(name, spark_to_arrow(frames[0][1].schema), None)
+        store.create_table(name, spark_to_arrow(frames[0][1].schema), partition_by, sort)
         reason = reason or "created"
     table = store.load(name)
     old = _state(table)
@@ -141,7 +163,9 @@ def refresh_streaming_table(
             )
         staging = warehouse.join(table.location(), "data", f"stream-{state.epoch}", flow.name)
         try:
-            _run_stream(df.select(*[f"`{c}`" for c in columns]), checkpoint, staging, committed)
+            for feed in (feeds or {}).get(flow.name, []):
+                feed.export(client, force or reason is not None or old is None)
+            _run_stream(df.select(*[f"`{c}`" for c in columns]), checkpoint, staging, committed, partition_by, sort)
         except Exception as exc:
             if reason is not None:  # created by this run: left as it was before, no table
                 _drop(client, name, checkpoints)
@@ -185,13 +209,28 @@ def _state(table: Any) -> StreamState | None:
     return None
 
 
-def _run_stream(df: DataFrame, checkpoint: str, staging: str, committed: int) -> None:
+def _layout(store: Any, name: ObjectName) -> tuple[list[str], str | None, list[str]]:
+    """The table's columns, partition column and sort columns."""
+    table = store.load(name)
+    return table.schema().as_arrow().names, store.partition_column(table), list(store.sort_columns(table))
+
+
+def _run_stream(
+    df: DataFrame, checkpoint: str, staging: str, committed: int, partition_by: str | None, sort: Sequence[str]
+) -> None:
     """Run ``df`` until every row available now is processed; each micro-batch written as
-    Parquet to ``<staging>/batch-<id>`` (batch ids at or below ``committed`` are skipped)."""
+    Parquet to ``<staging>/batch-<id>`` (batch ids at or below ``committed`` are skipped),
+    one file per value of ``partition_by``, sorted by ``sort``."""
+    from sparkmv.storage.files import write_staged
+
     spark_staging = warehouse.spark_path(staging)
 
     def write_batch(batch: DataFrame, batch_id: int) -> None:  # runs on the driver (or Connect's server)
-        if batch_id > committed:
+        if batch_id <= committed:
+            return
+        if partition_by or sort:
+            write_staged(batch, warehouse.join(staging, f"batch-{batch_id}"), partition_by, cluster_by=sort)
+        else:
             batch.write.mode("overwrite").parquet(f"{spark_staging}/batch-{batch_id}")
 
     query = (

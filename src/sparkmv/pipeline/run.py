@@ -16,7 +16,8 @@ REFRESH``), so ``sparkmv scheduler`` runs the pipeline on that schedule, in depe
 
 A Python materialized view is refreshed by :mod:`.python_mv`, a streaming table fed by Python
 flows by :mod:`.python_stream` (``@dp.table`` whose function returns a batch DataFrame is a
-Python materialized view). Its query function reads tables
+Python materialized view), a sink by :mod:`.python_sinks`; ``spark.readStream.table`` of a
+pipeline dataset in a flow reads its new rows (:mod:`.python_feeds`). Its query function reads tables
 by name (``spark.table("x")`` / ``spark.read.table``, ``spark.sql``): each name Spark cannot
 resolve is bound, as a temporary view, to the sparkmv table's current snapshot, or to a
 temporary view of the pipeline; a pipeline dataset not yet refreshed in this run puts the
@@ -39,7 +40,14 @@ from typing import TYPE_CHECKING, Any
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.graph import Graph
-from sparkmv.pipeline.model import REFRESHED_KINDS, STREAMING_TABLE, TEMPORARY_VIEW, Dataset, PipelineDefinitionError
+from sparkmv.pipeline.model import (
+    REFRESHED_KINDS,
+    SINK,
+    STREAMING_TABLE,
+    TEMPORARY_VIEW,
+    Dataset,
+    PipelineDefinitionError,
+)
 from sparkmv.pipeline.project import Project
 from sparkmv.pipeline.registry import record_result, register_project
 from sparkmv.pipeline.sql_run import prepare, runs_alone, session_conf
@@ -346,7 +354,7 @@ def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, d
 
     bound: list[str] = []
     try:
-        df = _call(client, project, ds, bound, done)
+        df = _with_schema(ds, _call(client, project, ds, bound, done))
         refreshed = refresh_python_mv(client, ds.name, df, ds.function, force, ds.partition_by)
     finally:
         for view in bound:
@@ -354,37 +362,89 @@ def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, d
     return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
 
 
+def _with_schema(ds: Dataset, df: Any) -> Any:
+    """``df`` with ``ds``'s declared ``schema=`` applied (:mod:`.python_schema`)."""
+    if ds.schema is None:
+        return df
+    from sparkmv.pipeline.python_schema import apply_schema
+
+    return apply_schema(df, ds.schema, ds.name.display)
+
+
 def _run_python_table(
     client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]
 ) -> DatasetResult:
-    """A streaming table fed by Python flows (:mod:`.python_stream`); ``@dp.table`` whose
-    function returns a batch DataFrame is kept as a Python MV."""
+    """A streaming table fed by Python flows (:mod:`.python_stream`) or a sink
+    (:mod:`.python_sinks`); ``@dp.table`` whose function returns a batch DataFrame is kept
+    as a Python MV."""
     from sparkmv.pipeline.python_mv import refresh_python_mv
-    from sparkmv.pipeline.python_stream import checkpoint_root, refresh_streaming_table, streaming_error
+    from sparkmv.pipeline.python_sinks import refresh_sink
+    from sparkmv.pipeline.python_stream import checkpoint_root, refresh_streaming_table
 
     bound: list[str] = []
+    storage = checkpoint_root(project.spec.storage, project.spec.root)
     try:
-        frames = []
-        for flow in ds.python_flows:
-            try:
-                frames.append((flow, _call(client, project, ds, bound, done, flow.function)))
-            except _NeedsDataset:
-                raise
-            except Exception as exc:
-                if not _is_user_error(exc):
-                    raise
-                raise streaming_error(flow, exc) from exc
-        if ds.function is not None and len(frames) == 1 and not frames[0][1].isStreaming:
+        frames, feeds = _flow_frames(client, project, ds, bound, done, storage)
+        if ds.kind == SINK:
+            refreshed = refresh_sink(client, ds, frames, storage, force, feeds)
+        elif ds.function is not None and len(frames) == 1 and not frames[0][1].isStreaming:
             refreshed = refresh_python_mv(client, ds.name, frames[0][1], ds.function, force)
             return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
-        storage = checkpoint_root(project.spec.storage, project.spec.root)
-        refreshed = refresh_streaming_table(client, ds.name, frames, storage, force)
+        else:
+            refreshed = refresh_streaming_table(
+                client, ds.name, frames, storage, force, ds.partition_by, ds.cluster_by, feeds
+            )
     finally:
         for view in bound:
             client.spark.catalog.dropTempView(view)
     return DatasetResult(
         ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows, kind=ds.kind
     )
+
+
+def _flow_frames(
+    client: Client, project: Project, ds: Dataset, bound: list[str], done: set[ObjectName], storage: str
+) -> tuple[list[tuple[Any, Any]], dict[str, list[Any]]]:
+    """Each Python flow's DataFrame (``schema=`` applied), and the feeds of the sparkmv tables
+    each reads with ``spark.readStream.table`` (:mod:`.python_feeds`)."""
+    from sparkmv.pipeline.python_feeds import feed_directory, streamed_tables
+    from sparkmv.pipeline.python_stream import streaming_error
+
+    frames, feeds = [], {}
+    for flow in ds.python_flows:
+        directory = lambda source, flow=flow: feed_directory(storage, ds.name, flow.name, source)  # noqa: E731
+        try:
+            with streamed_tables(client, lambda text: _streamed(client, project, text, done), directory) as read:
+                frames.append((flow, _with_schema(ds, _call(client, project, ds, bound, done, flow.function))))
+            feeds[flow.name] = read
+        except _NeedsDataset:
+            raise
+        except Exception as exc:
+            if not _is_user_error(exc):
+                raise
+            raise streaming_error(flow, exc) from exc
+    return frames, feeds
+
+
+def _streamed(client: Client, project: Project, text: str, done: set[ObjectName]) -> ObjectName | None:
+    """The sparkmv table ``spark.readStream.table(text)`` reads (a pipeline dataset or a
+    sparkmv table), else None (Spark reads it).
+
+    Raises:
+        _NeedsDataset: a pipeline dataset this run has not refreshed yet.
+    """
+    try:
+        name = ObjectName.parse(text.replace("`", ""))
+    except Exception:
+        return None
+    if "." not in text:
+        name = ObjectName(project.namespace, name.name)
+    ds = project.graph.datasets.get(name)
+    if ds is not None and ds.kind in REFRESHED_KINDS:
+        if name not in done:
+            raise _NeedsDataset(name)
+        return name
+    return name if ds is None and client.runtime.iceberg.exists(name) else None
 
 
 def _call(
