@@ -60,6 +60,8 @@ class Dataset:
             the table's name), as folded by :mod:`sparkmv.pipeline.flows`.
         python_flows: a streaming table fed by Python flows: those flows (folded by
             :mod:`sparkmv.pipeline.flows`; run by :mod:`sparkmv.pipeline.python_stream`).
+        auto_cdc: an AUTO CDC flow (:class:`sparkmv.pipeline.auto_cdc.AutoCdcFlow`), on the
+            flow as defined and, once folded, on its streaming table.
     """
 
     name: ObjectName
@@ -75,11 +77,13 @@ class Dataset:
     streams: list[ObjectName] = field(default_factory=list)
     flows: list[str] = field(default_factory=list)
     python_flows: list[PythonFlow] = field(default_factory=list)
+    auto_cdc: Any = None
 
     @property
     def is_python(self) -> bool:
-        """Defined in Python: a query function, or a streaming table fed by Python flows."""
-        return self.function is not None or bool(self.python_flows)
+        """Defined in Python, or run like a Python dataset (alone, reading its source by name): a
+        query function, a streaming table fed by Python flows or by an AUTO CDC flow."""
+        return self.function is not None or bool(self.python_flows) or self.auto_cdc is not None
 
     @property
     def where(self) -> str:
