@@ -89,12 +89,13 @@ class AutoCdcFlow:
         return f"{self.file}:{self.line}"
 
 
-def check_flow(flow: AutoCdcFlow) -> None:
+def check_flow(flow: AutoCdcFlow, located: bool = True) -> None:
     """Refuse a flow whose options contradict each other (Spark's messages), before anything runs.
 
     Raises:
-        SparkMvError: ``<file>:<line>: flow <name>: <Spark's message>`` for no keys, both
-            column lists, both track-history lists, or track-history options without SCD 2.
+        SparkMvError: ``<file>:<line>: flow <name>: <Spark's message>`` (without
+            ``<file>:<line>: `` unless ``located``) for no keys, both column lists, both
+            track-history lists, or track-history options without SCD 2.
     """
     problem = None
     if not flow.keys:
@@ -116,7 +117,7 @@ def check_flow(flow: AutoCdcFlow) -> None:
     elif flow.scd_type not in (1, 2):
         problem = f"STORED AS SCD TYPE {flow.scd_type}: only SCD TYPE 1 and 2 are supported"
     if problem:
-        raise SparkMvError(f"{flow.where}: flow {flow.name}: {problem}")
+        raise SparkMvError(f"{flow.where + ': ' if located else ''}flow {flow.name}: {problem}")
 
 
 def aux_name(target: ObjectName) -> ObjectName:

@@ -9,6 +9,8 @@ Accepted (Spark Declarative Pipelines' SQL, pyspark 4.1)::
     CREATE [OR REFRESH] STREAMING TABLE name
         [PARTITIONED BY (col)] [COMMENT 'text'] [TBLPROPERTIES (...)] [AS <select>]
     CREATE FLOW name [COMMENT 'text'] AS INSERT INTO target [BY NAME] <select>
+    CREATE FLOW name AS AUTO CDC INTO target ... / CREATE STREAMING TABLE t FLOW AUTO CDC ...
+        (:mod:`sparkmv.pipeline.auto_cdc_sql`)
 
 A ``STREAM(t)`` in a ``FROM`` (read the new rows of ``t``) is rewritten to ``t`` and recorded
 in :attr:`Dataset.streams`; what a streaming table does with it is in
@@ -26,6 +28,7 @@ from sqlglot import exp
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.pipeline.auto_cdc_sql import parse_auto_cdc
 from sparkmv.pipeline.model import (
     FLOW,
     MATERIALIZED_VIEW,
@@ -80,7 +83,13 @@ def _statement(sql: str, path: Path, line: int, namespace: str) -> Dataset:
         raise c.error("MATERIALIZED VIEW, TEMPORARY VIEW, STREAMING TABLE or FLOW after CREATE")
     ds = Dataset(_name(c, namespace), kind, path, line)
     if not _clauses(c, ds):
-        return ds  # a streaming table fed by flows only
+        if c.accept("FLOW", "AUTO", "CDC"):  # CREATE STREAMING TABLE t FLOW AUTO CDC ...
+            ds.auto_cdc = parse_auto_cdc(c, ds.name.name, ds.name, path, line, namespace)
+        return ds  # a streaming table fed by flows only, or by its AUTO CDC flow
+    if kind == FLOW and c.accept("AUTO", "CDC", "INTO"):  # sparkmv.pipeline.auto_cdc_sql
+        ds.target = _name(c, namespace)
+        ds.auto_cdc = parse_auto_cdc(c, ds.name.name, ds.target, path, line, namespace)
+        return ds
     if kind == FLOW:
         c.expect("INSERT", "INTO")
         ds.target = _name(c, namespace)
@@ -132,7 +141,7 @@ def _clauses(c: Cursor, ds: Dataset) -> bool:
     False at the end of a streaming table's statement without ``AS``."""
     mv = ds.kind in (MATERIALIZED_VIEW, STREAMING_TABLE)
     while not c.accept("AS"):
-        if ds.kind == STREAMING_TABLE and c.at_end():
+        if ds.kind == STREAMING_TABLE and (c.at_end() or c.peek("FLOW", "AUTO", "CDC")):
             return False
         if c.peek("("):
             raise SparkMvError("a column list is not supported by sparkmv pipeline: give the columns in the query")
