@@ -66,7 +66,13 @@ CREATE FLOW moves AS AUTO CDC INTO people_moves FROM STREAM changes KEYS (id)
   TRACK HISTORY ON (city);
 """
 FEED = [
-    [(1, "a", "x", "U", 1), (2, "b", "y", "U", 1), (1, "a2", "x", "U", 3), (3, "c", "z", "U", 2), (4, "d", "w", "U", 1)],
+    [
+        (1, "a", "x", "U", 1),
+        (2, "b", "y", "U", 1),
+        (1, "a2", "x", "U", 3),
+        (3, "c", "z", "U", 2),
+        (4, "d", "w", "U", 1),
+    ],
     # a delete, a late update of key 1 (seq 2 < 3), an update, a delete of a key never seen
     [(2, "b", "y", "D", 5), (1, "a1", "x", "U", 2), (3, "c", "z2", "U", 4), (5, "e", "v", "D", 3)],
     # late rows under the deletes of keys 2 and 5, an update, key 2 inserted again
@@ -80,24 +86,55 @@ PEOPLE = [
 ]
 # SCD2 tracking name and city: one row per change, late rows placed by their sequence
 HISTORY = [
-    [(1, "a", "x", 1, 3), (1, "a2", "x", 3, None), (2, "b", "y", 1, None), (3, "c", "z", 2, None), (4, "d", "w", 1, None)],
     [
-        (1, "a", "x", 1, 2), (1, "a1", "x", 2, 3), (1, "a2", "x", 3, None), (2, "b", "y", 1, 5),
-        (3, "c", "z", 2, 4), (3, "c", "z2", 4, None), (4, "d", "w", 1, None),
+        (1, "a", "x", 1, 3),
+        (1, "a2", "x", 3, None),
+        (2, "b", "y", 1, None),
+        (3, "c", "z", 2, None),
+        (4, "d", "w", 1, None),
     ],
     [
-        (1, "a", "x", 1, 2), (1, "a1", "x", 2, 3), (1, "a2", "x", 3, None), (2, "b", "y", 1, 4),
-        (2, "b-late", "y", 4, 5), (2, "b2", "y", 7, None), (3, "c", "z", 2, 4), (3, "c", "z2", 4, None),
-        (4, "d", "w", 1, 6), (4, "d", "w2", 6, None), (5, "e-late", "v", 2, 3),
+        (1, "a", "x", 1, 2),
+        (1, "a1", "x", 2, 3),
+        (1, "a2", "x", 3, None),
+        (2, "b", "y", 1, 5),
+        (3, "c", "z", 2, 4),
+        (3, "c", "z2", 4, None),
+        (4, "d", "w", 1, None),
+    ],
+    [
+        (1, "a", "x", 1, 2),
+        (1, "a1", "x", 2, 3),
+        (1, "a2", "x", 3, None),
+        (2, "b", "y", 1, 4),
+        (2, "b-late", "y", 4, 5),
+        (2, "b2", "y", 7, None),
+        (3, "c", "z", 2, 4),
+        (3, "c", "z2", 4, None),
+        (4, "d", "w", 1, 6),
+        (4, "d", "w2", 6, None),
+        (5, "e-late", "v", 2, 3),
     ],
 ]
 # SCD2 tracking city only: a name change updates the current row in place (its latest values)
 MOVES = [
     [(1, "a2", "x", 1, None), (2, "b", "y", 1, None), (3, "c", "z", 2, None), (4, "d", "w", 1, None)],
-    [(1, "a2", "x", 1, None), (2, "b", "y", 1, 5), (3, "c", "z", 2, 4), (3, "c", "z2", 4, None), (4, "d", "w", 1, None)],
     [
-        (1, "a2", "x", 1, None), (2, "b-late", "y", 1, 5), (2, "b2", "y", 7, None), (3, "c", "z", 2, 4),
-        (3, "c", "z2", 4, None), (4, "d", "w", 1, 6), (4, "d", "w2", 6, None), (5, "e-late", "v", 2, 3),
+        (1, "a2", "x", 1, None),
+        (2, "b", "y", 1, 5),
+        (3, "c", "z", 2, 4),
+        (3, "c", "z2", 4, None),
+        (4, "d", "w", 1, None),
+    ],
+    [
+        (1, "a2", "x", 1, None),
+        (2, "b-late", "y", 1, 5),
+        (2, "b2", "y", 7, None),
+        (3, "c", "z", 2, 4),
+        (3, "c", "z2", 4, None),
+        (4, "d", "w", 1, 6),
+        (4, "d", "w2", 6, None),
+        (5, "e-late", "v", 2, 3),
     ],
 ]
 
@@ -143,11 +180,62 @@ def test_auto_cdc_scd1_and_scd2_over_three_runs(client: Any, tmp_path: Path, lan
         assert by_name(result, "people").technique == ("FULL" if number == 0 else "INCREMENTAL")
     assert client.table("people").columns == ["id", "name", "city", "seq", "__spark_autocdc_metadata"]
     assert client.table("people_history").columns == [
-        "id", "name", "city", "__START_AT", "__END_AT", "__spark_autocdc_metadata"
+        "id",
+        "name",
+        "city",
+        "__START_AT",
+        "__END_AT",
+        "__spark_autocdc_metadata",
     ]
     meta = {r["id"]: r["__spark_autocdc_metadata"].asDict() for r in client.table("people").collect()}
     assert meta[2] == {"deleteSequence": None, "upsertSequence": 7}
     again = run_pipeline(client, load_project(spec, lambda: client.spark))  # no new change row
     assert {r.name.name: r.state for r in again.results if r.kind == "streaming table"} == {
-        "people": "SKIPPED", "people_history": "SKIPPED", "people_moves": "SKIPPED"
+        "people": "SKIPPED",
+        "people_history": "SKIPPED",
+        "people_moves": "SKIPPED",
     }
+
+
+def test_bad_auto_cdc_definitions_are_refused_with_sparks_message(client: Any, tmp_path: Path) -> None:
+    from sparkmv.pipeline.model import PipelineDefinitionError
+
+    scd1_history = (
+        "CREATE STREAMING TABLE t FLOW AUTO CDC FROM STREAM(changes) KEYS (id) SEQUENCE BY seq TRACK HISTORY ON (city);"
+    )
+    spec = write_project(tmp_path / "a", {"t.sql": scd1_history})
+    with pytest.raises(PipelineDefinitionError) as err:
+        load_project(spec, lambda: client.spark)
+    assert str(err.value) == (
+        f"{tmp_path / 'a' / 'transformations' / 't.sql'}: flow t: AutoCDC flow specifies `track_history_column_list` "
+        "or `track_history_except_column_list` but is not stored as SCD Type 2; history-tracking columns are only "
+        "supported for SCD Type 2 target tables. (statement 1, line 1)"
+    )
+    both = PYTHON.replace(
+        'except_column_list=["op"], stored_as_scd_type=1', 'column_list=["id"], except_column_list=["op"]'
+    )
+    spec = write_project(tmp_path / "b", {"cdc.py": CHANGES.replace("{src}", str(tmp_path)) + both})
+    with pytest.raises(PipelineDefinitionError) as err:
+        load_project(spec, lambda: client.spark)
+    assert str(err.value) == (
+        f"{tmp_path / 'b' / 'transformations' / 'cdc.py'}: PySparkValueError: [CANNOT_SET_TOGETHER] column_list and "
+        "except_column_list should not be set together."
+    )
+
+
+def test_unknown_key_column_fails_the_flow_and_writes_nothing(client: Any, tmp_path: Path) -> None:
+    src = tmp_path / "feed"
+    write_feed(src, 0)
+    bad = CHANGES.replace("{src}", str(src)) + PYTHON.replace('keys=["id"]', 'keys=["ident"]', 1)
+    spec = write_project(tmp_path / "cdc", {"cdc.py": bad})
+    result = run_pipeline(client, load_project(spec, lambda: client.spark))
+    people = by_name(result, "people")
+    assert people.state == "FAILED"
+    assert people.reason == (
+        f"{tmp_path / 'cdc' / 'transformations' / 'cdc.py'}:12: flow people: Using case-insensitive column name "
+        "comparison, the AutoCDC key column `ident` is not present in the flow's selected source schema. AutoCDC "
+        "requires every key column to be present in the source change-data feed and retained by any configured "
+        "column selection."
+    )
+    assert not client.runtime.iceberg.exists(ObjectName("default", "people"))
+    assert by_name(result, "people_history").state == "SUCCESS"

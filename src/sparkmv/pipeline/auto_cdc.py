@@ -101,9 +101,7 @@ def check_flow(flow: AutoCdcFlow, located: bool = True) -> None:
     if not flow.keys:
         problem = "AutoCDC requires at least one key column to identify rows, but received an empty key set."
     elif flow.column_list and flow.except_column_list:
-        problem = (
-            "AutoCDC flow specifies both `column_list` and `except_column_list`; at most one may be provided."
-        )
+        problem = "AutoCDC flow specifies both `column_list` and `except_column_list`; at most one may be provided."
     elif flow.track_history_column_list and flow.track_history_except_column_list:
         problem = (
             "AutoCDC flow specifies both `track_history_column_list` and `track_history_except_column_list`; "
@@ -248,8 +246,8 @@ def refresh_auto_cdc(
         if reason == "created":
             store.drop_table(name)
             store.drop_table(aux)
-        from sparkmv.pipeline.python_stream import streaming_error
         from sparkmv.pipeline.model import PythonFlow
+        from sparkmv.pipeline.python_stream import streaming_error
 
         raise streaming_error(PythonFlow(flow.name, lambda: None, flow.file, flow.line), exc) from exc
     files, last = _staged(staging, committed)

@@ -188,9 +188,7 @@ def _scd2(pv: PlanView, events: DataFrame) -> tuple[DataFrame, DataFrame]:
         .withColumn("__prev_del", prev_del)
     )
     running = w.rowsBetween(Window.unboundedPreceding, Window.currentRow)
-    grouped = marked.withColumn(
-        "__run", F.sum(F.when(F.col("__head") | F.col(_DEL), 1).otherwise(0)).over(running)
-    )
+    grouped = marked.withColumn("__run", F.sum(F.when(F.col("__head") | F.col(_DEL), 1).otherwise(0)).over(running))
     grouped = grouped.withColumn("__first", F.min(F.col(_SEQ)).over(Window.partitionBy(*keys, F.col("__run"))))
     meta = F.struct(F.col(_SEQ).alias(RECORD_START_AT)).alias(META)
     user = _cols(pv.columns)

@@ -58,7 +58,10 @@ def parse_auto_cdc(c: Cursor, name: str, target: ObjectName, file: Path, line: i
         else:
             if clause[0] == "TRACK":
                 c.expect("ON")
-            found[clause[0]] = (c.accept("*") and c.expect("EXCEPT") is None, _idents(c))
+            star = c.accept("*")
+            if star:
+                c.expect("EXCEPT")
+            found[clause[0]] = (star, _idents(c))
     if "SEQUENCE" not in found:
         raise SparkMvError(
             "AutoCDC flow is missing a required `sequence_by` expression. Specify a `sequence_by` column or "

@@ -139,8 +139,10 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
         from sparkmv.pipeline.auto_cdc import from_pyspark
 
         line = cdc.source_code_location.line_number or 1
-        flow = from_pyspark(cdc, path, line, lambda text: _name(text, namespace, f"{path}:{line}"))
-        out.append(Dataset(_name(flow.name, namespace, flow.where), FLOW, path, line, target=flow.target, auto_cdc=flow))
+        flow = from_pyspark(cdc, path, line, lambda text, at=f"{path}:{line}": _name(text, namespace, at))
+        out.append(
+            Dataset(_name(flow.name, namespace, flow.where), FLOW, path, line, target=flow.target, auto_cdc=flow)
+        )
     return out
 
 

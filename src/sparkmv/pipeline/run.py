@@ -382,9 +382,7 @@ def _run_python_table(
     )
 
 
-def _run_auto_cdc(
-    client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]
-) -> DatasetResult:
+def _run_auto_cdc(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
     """A streaming table fed by an AUTO CDC flow (:mod:`.auto_cdc`): its source is a pipeline
     dataset defined in Python (its function's stream) or a table Spark reads as a stream."""
     from sparkmv.pipeline.auto_cdc import refresh_auto_cdc
