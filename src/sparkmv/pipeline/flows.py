@@ -60,7 +60,7 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
                 )
             out.append(ds)
             continue
-        if ds.name in seen:
+        if ds.name in seen and not (ds.auto_cdc is not None and ds.name == ds.target):  # a default flow
             raise PipelineDefinitionError(
                 f"{ds.where}: flow {ds.name.display} is already defined at {seen[ds.name].where}"
             )
@@ -77,6 +77,9 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
             raise PipelineDefinitionError(
                 f'{table.where}: sink {name.display} has no flow: give it @dp.append_flow(target="{name.name}")'
             )
+        if table.auto_cdc is not None or any(f.auto_cdc is not None for f in fed[name]):
+            _fold_auto_cdc(table, fed[name])
+            continue
         if table.python_flows or any(f.function is not None for f in fed[name]):
             _fold_python(table, fed[name])
             continue
@@ -95,6 +98,25 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
         table.flows = [f.name.name for f in flows]
         table.streams = [s for f in flows for s in f.streams]
     return out
+
+
+def _fold_auto_cdc(table: Dataset, fed: list[Dataset]) -> None:
+    """Give streaming table ``table`` its AUTO CDC flow (:mod:`sparkmv.pipeline.auto_cdc`).
+
+    Raises:
+        PipelineDefinitionError: another flow writes to the table too (Spark's
+            AUTOCDC_MULTIPLE_FLOWS_TO_TARGET).
+    """
+    flows = ([table] if table.auto_cdc is not None or table.query or table.python_flows else []) + fed
+    if len(flows) != 1:
+        names = ", ".join(f.auto_cdc.name if f.auto_cdc is not None else f.name.name for f in flows)
+        raise PipelineDefinitionError(
+            f"{flows[-1].where}: Invalid AutoCDC destination {table.name.display} with multiple flows: {names}. "
+            "An AutoCDC target table must have exactly one flow writing to it."
+        )
+    table.auto_cdc = flows[0].auto_cdc
+    table.flows = [table.auto_cdc.name]
+    table.streams = [table.auto_cdc.source]
 
 
 def _fold_python(table: Dataset, fed: list[Dataset]) -> None:

@@ -84,6 +84,8 @@ def build_graph(datasets: list[Dataset], namespace: str) -> Graph:
             reads = tables_read(ds.query, namespace)
             graph.reads[ds.name] = reads
             graph.inputs[ds.name] = [n for n in reads if n in by_name]
+        elif ds.auto_cdc is not None:  # an AUTO CDC flow reads its source
+            graph.inputs[ds.name] = [n for n in [ds.auto_cdc.source] if n in by_name]
     return graph
 
 

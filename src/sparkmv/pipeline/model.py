@@ -70,6 +70,8 @@ class Dataset:
         sink_format / options: a sink's (``dp.create_sink``) format and options.
         flow_queries: a SQL streaming table with several flows of which one selects ``*``:
             each flow's query, unioned when the sources' schemas are known (at run time).
+        auto_cdc: an AUTO CDC flow (:class:`sparkmv.pipeline.auto_cdc.AutoCdcFlow`), on the
+            flow as defined and, once folded, on its streaming table.
     """
 
     name: ObjectName
@@ -92,11 +94,13 @@ class Dataset:
     sink_format: str | None = None
     options: dict[str, str] = field(default_factory=dict)
     flow_queries: list[Dataset] = field(default_factory=list)
+    auto_cdc: Any = None
 
     @property
     def is_python(self) -> bool:
-        """Defined in Python: a query function, or a streaming table fed by Python flows."""
-        return self.function is not None or bool(self.python_flows)
+        """Defined in Python, or run like a Python dataset (alone, reading its source by name): a
+        query function, a streaming table fed by Python flows or by an AUTO CDC flow."""
+        return self.function is not None or bool(self.python_flows) or self.auto_cdc is not None
 
     @property
     def where(self) -> str:

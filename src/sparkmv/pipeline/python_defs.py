@@ -99,6 +99,7 @@ def _registry_class() -> type:
         def __init__(self) -> None:
             self.outputs: list[Any] = []
             self.flows: list[Any] = []
+            self.cdc_flows: list[Any] = []
 
         def register_output(self, output: Any) -> None:
             self.outputs.append(output)
@@ -106,9 +107,8 @@ def _registry_class() -> type:
         def register_flow(self, flow: Any) -> None:
             self.flows.append(flow)
 
-        def register_auto_cdc_flow(self, flow: Any) -> None:  # pyspark 4.3's registry requires it
-            where = f"{flow.source_code_location.filename}:{flow.source_code_location.line_number or 1}"
-            raise PipelineDefinitionError(f"{where}: create_auto_cdc_flow is not supported by sparkmv pipeline")
+        def register_auto_cdc_flow(self, flow: Any) -> None:  # dp.create_auto_cdc_flow (pyspark 4.3)
+            self.cdc_flows.append(flow)
 
         def register_sql(self, sql_text: str, file_path: Path) -> None:  # pragma: no cover - SDP's CLI only
             raise PipelineDefinitionError(f"{file_path}: SQL registered from Python is not supported")
@@ -154,6 +154,14 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
         where = f"{path}:{line}"
         target = _name(flow.target, namespace, where)
         out.append(Dataset(_name(flow.name, namespace, where), FLOW, path, line, function=flow.func, target=target))
+    for cdc in registry.cdc_flows:  # dp.create_auto_cdc_flow: sparkmv.pipeline.auto_cdc
+        from sparkmv.pipeline.auto_cdc import from_pyspark
+
+        line = cdc.source_code_location.line_number or 1
+        flow = from_pyspark(cdc, path, line, lambda text, at=f"{path}:{line}": _name(text, namespace, at))
+        out.append(
+            Dataset(_name(flow.name, namespace, flow.where), FLOW, path, line, target=flow.target, auto_cdc=flow)
+        )
     return out
 
 

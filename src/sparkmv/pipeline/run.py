@@ -240,6 +240,8 @@ def _now() -> datetime:
 
 
 def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
+    if ds.auto_cdc is not None:
+        return _run_auto_cdc(client, project, ds, force, done)
     if ds.query is not None:
         with session_conf(client, ds.conf):  # the SETs before it in its file
             prepare(client, project, ds, project.queries[ds.name])  # path tables, column list
@@ -445,6 +447,32 @@ def _streamed(client: Client, project: Project, text: str, done: set[ObjectName]
             raise _NeedsDataset(name)
         return name
     return name if ds is None and client.runtime.iceberg.exists(name) else None
+
+
+def _run_auto_cdc(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
+    """A streaming table fed by an AUTO CDC flow (:mod:`.auto_cdc`): its source is a pipeline
+    dataset defined in Python (its function's stream) or a table Spark reads as a stream."""
+    from sparkmv.pipeline.auto_cdc import refresh_auto_cdc
+    from sparkmv.pipeline.python_stream import checkpoint_root
+
+    flow = ds.auto_cdc
+    source = project.graph.datasets.get(flow.source)
+    bound: list[str] = []
+    try:
+        if source is not None and (source.function is not None or len(source.python_flows) == 1):
+            function = source.function or source.python_flows[0].function
+            df = _call(client, project, source, bound, done, function)
+        else:
+            df = client.spark.readStream.table(flow.source.qualified)
+        storage = checkpoint_root(project.spec.storage, project.spec.root)
+        refreshed = refresh_auto_cdc(client, ds.name, flow, df, storage, force)
+    finally:
+        for view in bound:
+            client.spark.catalog.dropTempView(view)
+    language = "python" if flow.file.suffix == ".py" else "sql"
+    return DatasetResult(
+        ds.name, language, refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows, kind=ds.kind
+    )
 
 
 def _call(

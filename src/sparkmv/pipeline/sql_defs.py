@@ -14,6 +14,8 @@ Accepted (Spark Declarative Pipelines' SQL, pyspark 4.1+)::
     CREATE FLOW name [COMMENT 'text'] AS INSERT INTO target [BY NAME] <select>
     SET key = value
     USE SCHEMA | DATABASE | NAMESPACE [spark_catalog.]name ;  SET CATALOG spark_catalog
+    CREATE FLOW name AS AUTO CDC INTO target ... / CREATE STREAMING TABLE t FLOW AUTO CDC ...
+        (:mod:`sparkmv.pipeline.auto_cdc_sql`)
 
 A ``STREAM(t)`` in a ``FROM`` (read the new rows of ``t``) is rewritten to ``t`` and recorded
 in :attr:`Dataset.streams`; what a streaming table does with it is in
@@ -44,6 +46,7 @@ from sparkmv.analysis.paths import path_ref
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.pipeline.auto_cdc_sql import parse_auto_cdc
 from sparkmv.pipeline.model import (
     FLOW,
     MATERIALIZED_VIEW,
@@ -111,7 +114,13 @@ def _statement(sql: str, path: Path, line: int, ctx: FileContext) -> Dataset:
     columns = parse_columns(c, typed=not persisted_view) if kind != FLOW and c.peek("(") else []
     if not _clauses(c, ds, persisted_view):
         ds.columns = columns
-        return ds  # a streaming table fed by flows only
+        if c.accept("FLOW", "AUTO", "CDC"):  # CREATE STREAMING TABLE t FLOW AUTO CDC ...
+            ds.auto_cdc = parse_auto_cdc(c, ds.name.name, ds.name, path, line, ctx.namespace)
+        return ds  # a streaming table fed by flows only, or by its AUTO CDC flow
+    if kind == FLOW and c.accept("AUTO", "CDC", "INTO"):  # sparkmv.pipeline.auto_cdc_sql
+        ds.target = _name(c, ctx.namespace)
+        ds.auto_cdc = parse_auto_cdc(c, ds.name.name, ds.target, path, line, ctx.namespace)
+        return ds
     if kind == FLOW:
         c.expect("INSERT", "INTO")
         ds.target = _name(c, ctx.namespace)
@@ -204,7 +213,7 @@ def _clauses(c: Cursor, ds: Dataset, persisted_view: bool) -> bool:
     ``AS`` (True); False at the end of a streaming table's statement without ``AS``."""
     table = ds.kind in (MATERIALIZED_VIEW, STREAMING_TABLE) and not persisted_view
     while not c.accept("AS"):
-        if ds.kind == STREAMING_TABLE and c.at_end():
+        if ds.kind == STREAMING_TABLE and (c.at_end() or c.peek("FLOW", "AUTO", "CDC")):
             return False
         if table and c.accept("PARTITIONED", "BY"):
             # sparkmv partitions by one column: the first (partition change tracking follows it)
