@@ -112,7 +112,7 @@ def main() -> None:
     if args.append_results:
         results = ROOT / "bench" / "RESULTS.md"
         body = results.read_text()
-        header = "## CLI latency of catalog-only commands (issue 11)"
+        header = "## CLI latency of catalog-only commands"
         if header not in body:
             body = body.rstrip("\n") + f"\n\n{header}\n"
         results.write_text(body.rstrip("\n") + "\n\n" + text)

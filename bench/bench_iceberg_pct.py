@@ -1,4 +1,4 @@
-"""Partition change tracking over an external Iceberg table (issue 16); not a test.
+"""Partition change tracking over an external Iceberg table; not a test.
 
 TPC-H ``lineitem`` as events: an external pyiceberg SQL catalog (SQLite) in a temp
 directory holds ``lake.db.events``, partitioned by ``days(ts)`` with ``ts`` = the ship
@@ -22,7 +22,7 @@ recomputed with pyarrow from what pyiceberg reads of the table, after steps 3 an
 
 Usage: ``.venv/bin/python bench/bench_iceberg_pct.py [--data data/tpch] [--sample 1]
 [--repeat 3] [--warmup 1] [--no-write]``; appends an entry under "## PCT over an external
-Iceberg table (issue 16)" in ``bench/RESULTS.md``.
+Iceberg table" in ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from results import cpu_clock, timed, write_results  # noqa: E402 (bench/ is put on the path above)
 
-SECTION = "## PCT over an external Iceberg table (issue 16)"
+SECTION = "## PCT over an external Iceberg table"
 CHANGED_DAY = dt.date(1995, 6, 15)
 WARMUP_DAY = dt.date(1993, 1, 15)
 BATCHES = 4
@@ -239,7 +239,7 @@ def report(figures: dict[str, Any]) -> str:
             f"### {dt.date.today().isoformat()}: `bench/bench_iceberg_pct.py`",
             "",
             f"Machine: 2 cores (os.cpu_count() = {os.cpu_count()}, {platform.system()} {platform.machine()}), "
-            "shared with other helpers' Spark and test runs; Spark `local[2]` (`spark.sql.shuffle.partitions = 2`) "
+            "shared with other Spark and test runs; Spark `local[2]` (`spark.sql.shuffle.partitions = 2`) "
             f"in one process; 1-minute load average {figures['load'][0]:.1f} before and {figures['load'][1]:.1f} "
             "after the timed steps.",
             f"Data: external pyiceberg SQL catalog (SQLite), `lake.db.events` partitioned by `days(ts)`: "

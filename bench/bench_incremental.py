@@ -1,4 +1,4 @@
-"""Incremental refresh benchmark (issue 13) on TPC-H SF1 and SF5; not a test.
+"""Incremental refresh benchmark on TPC-H SF1 and SF5; not a test.
 
 One warm process (one SparkSession ``local[2]``), every ratio measured in the same run. Each
 round appends one Parquet file of 6,000 rows (0.1 % of SF1 ``lineitem``) to one ship month
@@ -25,7 +25,7 @@ plan, delta + merge, write, commit, catalog) by timing sparkmv's functions from 
 
 Usage: ``.venv/bin/python bench/bench_incremental.py [--data data/tpch] [--data-sf5
 data/tpch-sf5] [--rounds 2] [--no-write]``; appends an entry under "## Incremental refresh
-(issue 13)" in ``bench/RESULTS.md``. Generates the TPC-H data with ``tpchgen-cli`` when
+after appends" in ``bench/RESULTS.md``. Generates the TPC-H data with ``tpchgen-cli`` when
 missing (SF5: several minutes).
 """
 
@@ -53,7 +53,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from results import write_results  # noqa: E402 (bench/ is put on the path above)
 
-SECTION = "## Incremental refresh (issue 13)"
+SECTION = "## Incremental refresh after appends"
 CHANGED_MONTH = "1995-06"
 APPEND_ROWS = 6_000
 QUIET_LOAD = 3.0

@@ -1,4 +1,4 @@
-"""Incremental refresh after deletes and updates (issue 23) on TPC-H; not a test.
+"""Incremental refresh after deletes and updates on TPC-H; not a test.
 
 One warm process (one SparkSession ``local[2]``). ``orders`` (partitioned by
 ``o_ordermonth``), ``lineitem`` (partitioned by ``l_shipmonth``) and ``customer`` are Iceberg
@@ -25,7 +25,7 @@ After each change both MVs are refreshed INCREMENTAL, compared with their query 
 Usage: ``.venv/bin/python bench/bench_incremental_signed.py --data DIR [--sf 1] [--spread 1]
 [--no-write]`` where DIR holds ``orders.parquet``, ``lineitem.parquet`` and
 ``customer.parquet`` (``tpchgen-cli parquet -s 1 --tables=orders,lineitem,customer``).
-Appends an entry under "## Incremental refresh after deletes and updates (issue 23)" in
+Appends an entry under "## Incremental refresh after deletes and updates" in
 ``bench/RESULTS.md``.
 """
 
@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from results import cpu_clock, write_results  # noqa: E402 (bench/ is put on the path above)
 
-SECTION = "## Incremental refresh after deletes and updates (issue 23)"
+SECTION = "## Incremental refresh after deletes and updates"
 MONTHLY = (
     "SELECT o_ordermonth, count(*) AS orders, sum(o_totalprice) AS total, max(o_totalprice) AS top "
     "FROM orders GROUP BY o_ordermonth"
@@ -237,7 +237,7 @@ def entry(figures: dict[str, Any], sf: str, spread: int) -> str:
     lines = [
         f"### {dt.date.today().isoformat()}: `bench/bench_incremental_signed.py --sf {sf} --spread {spread}`",
         "",
-        f"Machine: {os.cpu_count()} cores ({platform.system()} {platform.machine()}), shared with other helpers' "
+        f"Machine: {os.cpu_count()} cores ({platform.system()} {platform.machine()}), shared with other "
         f"Spark and test runs; 1-minute load average {figures['load_before']:.1f} before, "
         f"{figures['load_after']:.1f} after. Data: TPC-H SF{sf} as Iceberg tables of sparkmv's catalog ({rows}; "
         f"loaded by pyiceberg in {figures['load_seconds']:.0f} s). Each change: 0.1 % of `orders`, keys drawn {where}.",

@@ -1,4 +1,4 @@
-"""The machinery tax (issue 25, part 3): a FULL refresh (``REFRESH ... FORCE``) of TPC-H Q1 as
+"""The machinery tax: a FULL refresh (``REFRESH ... FORCE``) of TPC-H Q1 as
 an MV partitioned by ship month, against plain PySpark computing and writing the same query over
 the same input in the same session (``spark.sql(q).write.partitionBy(...).parquet(...)``);
 not a test.
@@ -9,7 +9,7 @@ time per sparkmv step is printed (Spark's own work shows as Py4J waits inside th
 started it).
 
 Usage: ``.venv/bin/python bench/bench_overhead.py [--data data/tpch] [--repeat 3]
-[--profile FILE] [--no-write]``; appends an entry under "## Machinery tax (issue 25)" in
+[--profile FILE] [--no-write]``; appends an entry under "## Machinery tax" in
 ``bench/RESULTS.md``.
 """
 
@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_pct import Q1  # noqa: E402 (bench/ is put on the path above)
 from results import timed, write_results  # noqa: E402
 
-SECTION = "## Machinery tax (issue 25)"
+SECTION = "## Machinery tax"
 
 
 def run(data: Path, work: Path, repeat: int, profile: Path | None) -> dict[str, Any]:

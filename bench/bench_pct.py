@@ -1,4 +1,4 @@
-"""Partition change tracking benchmark (issue 4) on TPC-H SF1; not a test.
+"""Partition change tracking benchmark on TPC-H SF1; not a test.
 
 TPC-H Q1 (pricing summary) as an MV partitioned by ``l_shipmonth`` over ``lineitem``
 partitioned by ship month (~84 partitions). In one process, back to back:
@@ -23,7 +23,7 @@ The MV is checked against Q1 recomputed from scratch after steps 3 and 4. ``line
 copied to a bench-private directory first: the shared TPC-H data is never modified.
 
 Usage: ``.venv/bin/python bench/bench_pct.py [--data data/tpch] [--repeat 3] [--warmup 1]
-[--no-write]``; appends an entry under "## Partition change tracking (issue 4)" in ``bench/RESULTS.md``.
+[--no-write]``; appends an entry under "## Partition change tracking" in ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from results import cpu_clock, timed, write_results  # noqa: E402 (bench/ is put on the path above)
 
-SECTION = "## Partition change tracking (issue 4)"
+SECTION = "## Partition change tracking"
 CHANGED_MONTH = "1995-06"
 WARMUP_MONTH = "1993-01"
 Q1 = """

@@ -207,7 +207,7 @@ def main() -> None:
 
 def _append(r: dict[str, object]) -> None:
     path = ROOT / "bench" / "RESULTS.md"
-    header = "## Refreshable tables (issue 5)"
+    header = "## Refreshable tables"
     text = path.read_text() if path.exists() else "# Benchmark results\n"
     if header not in text:
         text = text.rstrip("\n") + f"\n\n{header}\n\n"

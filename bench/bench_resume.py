@@ -1,4 +1,4 @@
-"""Resume and chunking benchmark (issue 3) on TPC-H SF1; not a test.
+"""Resume and chunking benchmark on TPC-H SF1; not a test.
 
 Q1 pricing summary MV partitioned by ``l_shipmonth`` (~84 partitions), STRICT strategy.
 
@@ -263,7 +263,7 @@ def main() -> None:
     chunking_cpu = statistics.median(t["chunking_cpu"] for t in trials)
     k = trials[-1]["killed"]
     today = dt.date.today().isoformat()
-    text = f"""## Resume and chunking (issue 3)
+    text = f"""## Resume and chunking
 
 {today}; 2 cores shared with other jobs (load average 5-12 during the runs), Spark `local[2]`,
 driver 3g; TPC-H SF1 lineitem (6,001,215 rows, {partitions} `l_shipmonth` partitions,

@@ -1,4 +1,4 @@
-"""Query rewrite benchmark (issue 15) on TPC-H SF1; not a test.
+"""Query rewrite benchmark on TPC-H SF1; not a test.
 
 One warm process (one SparkSession ``local[2]``). The demo's external tables (``lineitem``,
 ``orders``, ``customer`` over the shared TPC-H data, read in place, never modified) and its
@@ -22,7 +22,7 @@ planning of the rewritten query (``DataFrame`` creation) and its execution (``co
 ``SELECT 1`` is timed too, Spark's fixed cost per query on the same session.
 
 Usage: ``.venv/bin/python bench/bench_rewrite.py [--data data/tpch] [--repeat 3]
-[--no-write]``; appends an entry under "## Query rewrite (issue 15)" in ``bench/RESULTS.md``.
+[--no-write]``; appends an entry under "## Query rewrite" in ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from results import timed, write_results  # noqa: E402 (bench/ is put on the path above)
 
-SECTION = "## Query rewrite (issue 15)"
+SECTION = "## Query rewrite"
 Q1_AGGS = """sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
        sum(l_extendedprice * (1 - l_discount)) AS sum_disc_price,
        sum(l_extendedprice * (1 - l_discount) * (1 + l_tax)) AS sum_charge,

@@ -1,4 +1,4 @@
-"""Cost that stays flat as the table grows (issue 25 part 4); not a test.
+"""Cost that stays flat as the table grows; not a test.
 
 The same one-day change refreshed over TPC-H ``lineitem`` at SF1 and at SF10 (``--sf``):
 for each scale, in its own process (a fresh JVM), ``lineitem`` (``tpchgen-cli``, cached
@@ -28,7 +28,7 @@ Usage: ``nice -n 5 .venv/bin/python bench/bench_scale.py [--sf 1 10] [--data dat
 each scale's figures are saved as ``<data>/bench_scale_sf<N>.json`` (``--report-only``
 reports those of the last run without running); ``--profile``
 writes cProfile stats of the timed refreshes to ``FILE.sf<N>`` (and prints the top
-functions). Appends the report under "## Cost as the table grows (issue 25 part 4)" in
+functions). Appends the report under "## Cost as the table grows" in
 ``bench/RESULTS.md``. Exit status 1 when an MV differs from DuckDB's result or a refresh
 failed.
 """
@@ -60,7 +60,7 @@ from bench_iceberg_pct import _days_after  # noqa: E402 (bench/ is put on the pa
 from bench_tpch_refresh import _technique  # noqa: E402
 from results import timed, write_results  # noqa: E402
 
-SECTION = "## Cost as the table grows (issue 25 part 4)"
+SECTION = "## Cost as the table grows"
 BATCH_ROWS = 6_000_000
 CHANGED_DAY = dt.date(1995, 6, 15)
 WARMUP_DAY = dt.date(1993, 1, 15)
@@ -306,7 +306,7 @@ def report(by_sf: list[dict[str, Any]]) -> str:
     lines = [
         f"### {dt.date.today().isoformat()}: `bench/bench_scale.py --sf {scales}`",
         "",
-        f"Machine: nproc {os.cpu_count()} ({platform.system()} {platform.machine()}), shared with other helpers' "
+        f"Machine: nproc {os.cpu_count()} ({platform.system()} {platform.machine()}), shared with other "
         "Spark and test runs; Spark `local[2]`, `spark.sql.shuffle.partitions = 2`, one process (fresh JVM) per "
         "scale. 1-minute load average before / after the timed rounds: "
         + "; ".join(f"SF{f['sf']:g} {f['load_before'][0]:.1f} / {f['load_after'][0]:.1f}" for f in by_sf)

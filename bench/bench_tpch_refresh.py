@@ -1,4 +1,4 @@
-"""TPC-H's 22 queries kept fresh through RF1 and RF2 (issue 24); not a test.
+"""TPC-H's 22 queries kept fresh through RF1 and RF2; not a test.
 
 The eight TPC-H tables at ``--sf`` (``tpchgen-cli``, cached under ``--data``) are written by
 pyiceberg, as an outside writer would, into an external Iceberg SQL catalog (SQLite) in a
@@ -27,7 +27,7 @@ reuses the classes an earlier one compiled (:func:`forget_generated_code`).
 
 Usage: ``nice -n 10 .venv/bin/python bench/bench_tpch_refresh.py [--sf 1] [--data data/tpch]
 [--no-write]``; prints the report and appends it under "## TPC-H's 22 queries kept fresh
-through RF1 and RF2 (issue 24)" in ``bench/RESULTS.md``. Exit status 1 when an MV differs
+through RF1 and RF2" in ``bench/RESULTS.md``. Exit status 1 when an MV differs
 from DuckDB's result or a refresh failed.
 """
 
@@ -51,7 +51,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from results import timed, write_results  # noqa: E402 (bench/ is put on the path above)
 
-SECTION = "## TPC-H's 22 queries kept fresh through RF1 and RF2 (issue 24)"
+SECTION = "## TPC-H's 22 queries kept fresh through RF1 and RF2"
 SHARE = 0.001
 """RF1 adds and RF2 deletes this share of ``orders`` (TPC-H: SF * 1,500 orders)."""
 MONTHLY = {"lineitem": "l_shipdate", "orders": "o_orderdate"}

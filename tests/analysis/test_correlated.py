@@ -1,5 +1,5 @@
 """Which references a correlation key binds (:mod:`sparkmv.analysis.correlated`), and the
-analysis that maintains a query through it (issue 24, TPC-H Q21)."""
+analysis that maintains a query through it (TPC-H Q21)."""
 
 from __future__ import annotations
 

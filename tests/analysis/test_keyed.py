@@ -1,5 +1,5 @@
 """Affected-key recomputation: which keyed queries it maintains, their key queries, and the
-exact reasons of those it refuses (issue 24)."""
+exact reasons of those it refuses."""
 
 from __future__ import annotations
 

@@ -167,7 +167,7 @@ def test_week_quarter_hour_to_date_and_join_equivalence() -> None:
 )
 def test_a_self_joined_table_is_not_a_reference_table(sql: str) -> None:
     # Restricting both reads to the changed partition would drop the rows the other read
-    # takes from other partitions (found by mutation testing, issue 22).
+    # takes from other partitions (found by mutation testing).
     lin = trace(sql)
     assert "default.f" not in lin.mappings
     assert lin.reason == "table default.f is read more than once in one query branch (a self-join)"

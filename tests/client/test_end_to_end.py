@@ -115,7 +115,7 @@ def test_create_refresh_outside_writer_nested_and_system_tables(
     assert again.state in (RunState.SUCCESS, RunState.SKIPPED)
     assert_mv_matches(client, "by_region", MV_QUERY)
 
-    # System tables: the columns named in the issue, in that order (later issues add more).
+    # System tables: the original columns, in that order (columns added since may sit among them).
     mvs = client.sql("SELECT * FROM sparkmv.materialized_views ORDER BY name")
     assert mvs is not None
     assert _is_subsequence(MATERIALIZED_VIEWS_COLUMNS, mvs.columns), mvs.columns

@@ -1,4 +1,4 @@
-"""Bad ``PARTITION START (..) END (..)`` bounds (issue 12, checked with typed partition
+"""Bad ``PARTITION START (..) END (..)`` bounds (checked with typed partition
 values): each is an error naming the values and the rule, and nothing changes — no run
 is queued or recorded, the MV's snapshot and the catalog are as before."""
 

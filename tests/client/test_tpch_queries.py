@@ -87,7 +87,7 @@ def test_queries_are_named_and_qualifiable() -> None:
 def test_all_22_tpch_mvs_equal_duckdb_before_and_after_rf1(
     tables: dict[str, Path], make_client: Callable[..., Client]
 ) -> None:
-    """The queries incremental refresh maintains (issue 24; Q15 and Q20 by nested stages; Q13,
+    """The queries incremental refresh maintains (Q15 and Q20 by nested stages; Q13,
     Q17, Q21 and Q22 through their correlation key) refresh INCREMENTAL after RF1 and stay
     equal to DuckDB's result, as do the others (AUTO)."""
     client = make_client()

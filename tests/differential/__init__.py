@@ -1,1 +1,1 @@
-"""Differential tests of materialized views against DuckDB (issue 10); see test_differential.py."""
+"""Differential tests of materialized views against DuckDB; see test_differential.py."""

@@ -1,4 +1,4 @@
-"""Differential tests of affected-key recomputation by a correlation key (issue 24, the shapes
+"""Differential tests of affected-key recomputation by a correlation key (the shapes
 of TPC-H Q13, Q17, Q21 and Q22): aggregates over relations with correlated ``EXISTS``,
 ``NOT EXISTS``, ``NOT IN`` and scalar subqueries, and over a derived table the key
 partitions (grouped by it, or under its ``NOT EXISTS``), kept by strict INCREMENTAL refreshes through appends,

@@ -1,5 +1,5 @@
 """Differential tests: after every refresh each MV equals, as a multiset, DuckDB's result
-of the same query over the same Parquet files (issue 10).
+of the same query over the same Parquet files.
 
 Each case is one partition type of the base table, one partition expression and one query
 shape; hypothesis generates the base data and a sequence of outside writes (add a file,
@@ -13,8 +13,8 @@ unmatched join keys on both sides, several partitions and files, the writes list
 test-slow``) runs those and ten generated examples per case, of every case, with longer
 write sequences. ``test_selftest.py`` shows the fast examples catch planted bugs.
 
-Cases that fail on main because of issue 10 are marked xfail in ``KNOWN_ISSUE_10_FAILURES``;
-set ``ISSUE_10_FIXED = True`` once the fix is merged.
+Cases that failed before the partition-read fixes are listed in ``KNOWN_FAILURES`` (marked
+xfail while ``KNOWN_FAILURES_FIXED`` is False).
 """
 
 from __future__ import annotations
@@ -56,13 +56,13 @@ from tests.differential.harness import (
 pytestmark = [pytest.mark.spark, pytest.mark.differential]
 
 # ---------------------------------------------------------------------------------------------
-# Known failures on main (issue 10). Flip ISSUE_10_FIXED to True once the fix is merged: every
-# case must then pass, and this table can be deleted.
-ISSUE_10_FIXED = True
-TIMESTAMP_PARTITIONS = "issue 10: MV partitioned by a TIMESTAMP value (class 1)"
-NON_REFERENCE_ROWS = "issue 10: rows only from a non-reference table dropped (class 2)"
-# Case id -> the issue-10 class it fails with on main (seen with the fast and the slow profile).
-KNOWN_ISSUE_10_FAILURES: dict[str, str] = {
+# Known failures before the partition-read fixes. With KNOWN_FAILURES_FIXED True (the fixes are
+# merged) every case must pass, and this table can be deleted.
+KNOWN_FAILURES_FIXED = True
+TIMESTAMP_PARTITIONS = "MV partitioned by a TIMESTAMP value (class 1)"
+NON_REFERENCE_ROWS = "rows only from a non-reference table dropped (class 2)"
+# Case id -> the class of failure it had (seen with the fast and the slow profile).
+KNOWN_FAILURES: dict[str, str] = {
     # The MV's partition column is a TIMESTAMP (date_trunc of a date or timestamp, or a
     # timestamp identity): the first (FULL) refresh ends SUCCESS and pyiceberg reads every row,
     # but reading the MV through sparkmv drops every row of a non-NULL timestamp partition; a
@@ -145,8 +145,8 @@ CASES = [
 
 
 def _param(case: Case) -> Any:
-    reason = KNOWN_ISSUE_10_FAILURES.get(case.id)
-    marks = [pytest.mark.xfail(strict=False, reason=reason)] if reason and not ISSUE_10_FIXED else []
+    reason = KNOWN_FAILURES.get(case.id)
+    marks = [pytest.mark.xfail(strict=False, reason=reason)] if reason and not KNOWN_FAILURES_FIXED else []
     return pytest.param(case, id=case.id, marks=marks)
 
 

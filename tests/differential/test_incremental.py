@@ -1,4 +1,4 @@
-"""Differential tests of incremental refresh (issue 13): after every refresh an MV created
+"""Differential tests of incremental refresh: after every refresh an MV created
 with ``refresh_mode = 'INCREMENTAL'`` equals, as a multiset, DuckDB's result of the same
 query over the current base files, and every refresh after the first build is INCREMENTAL.
 
@@ -81,7 +81,7 @@ class IvmMismatch(AssertionError):
 
 
 def _reason(run: Any) -> str | None:
-    # The run's mode reason (RefreshRun.reason; `mode_reason` in the issue's wording).
+    # The run's mode reason (RefreshRun.reason, or a `mode_reason` where a run has one).
     return getattr(run, "mode_reason", None) or getattr(run, "reason", None)
 
 
@@ -359,7 +359,7 @@ def apply_breaking(world: IvmWorld, change: Breaking) -> None:
         target = ids[change.pick % len(ids)]
         table.delete(EqualTo("id", target))
         world.log.append(f"Iceberg delete from fact where id = {target}")
-    # Deletes and overwrites are signed changes now (issue 23); with the consumed snapshot
+    # Deletes and overwrites are signed changes; with the consumed snapshot
     # expired their retracted rows are no longer readable: no change log.
     if consumed is not None:
         table.maintenance.expire_snapshots().by_id(consumed.snapshot_id).commit()

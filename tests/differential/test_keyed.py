@@ -1,4 +1,4 @@
-"""Differential tests of affected-key recomputation (issue 24): GROUP BY queries with HAVING,
+"""Differential tests of affected-key recomputation: GROUP BY queries with HAVING,
 DISTINCT aggregates and expressions over aggregates, a SELECT DISTINCT, and a query over a
 CTE and a subquery in FROM joining three table references (``dim`` twice, as TPC-H Q7 reads
 ``nation``), kept by strict INCREMENTAL refreshes through

@@ -1,5 +1,5 @@
-"""Differential tests of affected-key recomputation over outer joins and window functions
-(issue 24): LEFT, RIGHT and FULL joins (NULL join keys on both sides, padded rows appearing
+"""Differential tests of affected-key recomputation over outer joins and window functions:
+LEFT, RIGHT and FULL joins (NULL join keys on both sides, padded rows appearing
 and disappearing, group keys read from the null-supplying side) and the two window shapes
 (latest row per key; a window in the select list), kept by strict INCREMENTAL refreshes
 through appends to both sides in one run, copy-on-write deletes and updates (a row moving to

@@ -1,4 +1,4 @@
-"""Differential tests of incremental refresh after deletes and updates (issue 23): Iceberg
+"""Differential tests of incremental refresh after deletes and updates: Iceberg
 base tables changed by an outside writer with copy-on-write deletes, overwrites (updates)
 and position delete files; after every refresh each MV equals, as a multiset, DuckDB's
 result of its query over what pyiceberg reads of the base tables now
@@ -7,7 +7,7 @@ INCREMENTAL (the MVs are strict ``refresh_mode = 'INCREMENTAL'``).
 
 The sequence is seeded (``SPARKMV_SIGNED_SEED``, default 23): which rows are deleted or
 updated and the values written are drawn, the kinds of change per step are fixed so that
-each step holds the cases issue 23 names:
+each step holds these cases:
 
 1. deletes of ``fact`` and ``dim`` in one run (both join sides), ``more`` (UNION ALL), and
    a row of ``fact`` updated into another group and another MV partition;

@@ -1,4 +1,4 @@
-"""Differential tests of nested stages (issue 24): queries with a non-linear operator inside
+"""Differential tests of nested stages: queries with a non-linear operator inside
 them, kept by strict INCREMENTAL refreshes through appends, copy-on-write deletes and updates
 of Iceberg base tables (the seeded steps of :mod:`tests.differential.test_signed`); after
 every refresh each MV equals DuckDB's result of its query over what pyiceberg reads now.

@@ -1,4 +1,4 @@
-"""The semi-join reduction of a correlation key's touched keys (issue 24, TPC-H Q17): an
+"""The semi-join reduction of a correlation key's touched keys (TPC-H Q17): an
 unchanged bound reference with a filter of its own keeps only the touched keys some row of
 it passing the filter holds; the other keys touch no row of the relation, old or new. After
 every refresh the MV equals DuckDB's result of its query over what pyiceberg reads now."""

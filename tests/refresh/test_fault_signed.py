@@ -1,4 +1,4 @@
-"""Kill -9 during an INCREMENTAL refresh that applies retractions (issue 23): the run is
+"""Kill -9 during an INCREMENTAL refresh that applies retractions: the run is
 resumed or redone exactly once.
 
 An Iceberg base table of sparkmv's catalog, an MV with ``refresh_mode = 'INCREMENTAL'``

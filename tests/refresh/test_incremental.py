@@ -98,8 +98,8 @@ def test_hidden_state_columns_are_not_visible(make_client: Any, tmp_path: Path) 
 def test_an_mv_never_refreshed_incrementally_keeps_no_state_columns(
     make_client: Any, tmp_path: Path, mode: str
 ) -> None:
-    # Its refresh computes exactly its query (no state aggregates: the machinery tax of
-    # issue 25).
+    # Its refresh computes exactly its query (no state aggregates: the "Machinery tax" of
+    # bench/RESULTS.md).
     client = _setup(make_client, tmp_path, mode=mode)
     stored = [f.name for f in client.runtime.iceberg.load(ObjectName.parse("mv")).schema().fields]
     assert stored == ["p", "k", "total", "n", "mean", "lo", "hi"]

@@ -1,6 +1,6 @@
 """An incremental (delta-rule) refresh of a partitioned MV whose partitions map from its
 base's partitions takes the partitions to rewrite from the appended files' partition
-directories, without a Spark job collecting them from the delta rows (issue 26: 14 -> 8 jobs
+directories, without a Spark job collecting them from the delta rows (14 -> 8 jobs
 in the one-partition pipeline refresh); the MV still equals its query. When a changed base
 is not a reference table, the partitions are collected from the delta as before.
 """

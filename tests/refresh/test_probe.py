@@ -1,4 +1,4 @@
-"""Emptiness probes of the delta terms of a signed change (issue 24, TPC-H's RF2): orders
+"""Emptiness probes of the delta terms of a signed change (TPC-H's RF2): orders
 deleted with their items (merge-on-read position deletes and copy-on-write) refresh
 INCREMENTAL without reading the other table's rows; deletes that do leave joining rows
 (items of a kept order, orphan items, an update) take the terms as before. After every

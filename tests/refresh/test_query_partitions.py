@@ -1,4 +1,4 @@
-"""Issue 10, one regression test per class of failure: an MV equals its query for every
+"""One regression test per class of failure of partitioned MVs: an MV equals its query for every
 partition type and shape. Each test checks the exact MV partitions a run rewrote (Iceberg
 partition metadata and the snapshot summary's ``changed-partition-count``) and the MV's
 contents against its query recomputed from scratch."""

@@ -1,4 +1,4 @@
-"""Refreshable tables (issue 5): crash during load / merge, recovery, abandonment, busy."""
+"""Refreshable tables: crash during load / merge, recovery, abandonment, busy."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Refreshable tables (issue 5): the file scenarios, with an MV on top and the changelog."""
+"""Refreshable tables: the file scenarios, with an MV on top and the changelog."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Refreshable tables (issue 5): validation errors (clear, changing nothing), JDBC source."""
+"""Refreshable tables: validation errors (clear, changing nothing), JDBC source."""
 
 from __future__ import annotations
 

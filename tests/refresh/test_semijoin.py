@@ -1,4 +1,4 @@
-"""Semi-join reduction of the delta terms (issues 24/25): which join columns are reduced
+"""Semi-join reduction of the delta terms: which join columns are reduced
 (pure), the MV still equal to DuckDB's result with the reduction on (appends, NULL join
 keys, a key range overlapping the old one partly, a signed change), and the pushed filter
 pruning what the term reads."""

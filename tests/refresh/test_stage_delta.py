@@ -1,5 +1,5 @@
-"""An inner stage whose touched keys' rows come out the same did not change (issue 24,
-TPC-H Q18 after RF1): no delta term reads it, so the terms of the tables that did change are
+"""An inner stage whose touched keys' rows come out the same did not change (TPC-H
+Q18 after RF1): no delta term reads it, so the terms of the tables that did change are
 the whole refresh. After every refresh the MV equals DuckDB's result of its query over what
 pyiceberg reads now."""
 

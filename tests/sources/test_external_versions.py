@@ -1,5 +1,5 @@
 """Partition versions of an external Iceberg table (no Spark): dropping a whole data file of
-a partition that keeps a newer file is a change of that partition (found in issue 25's work:
+a partition that keeps a newer file is a change of that partition (a case once missed:
 Iceberg's last-updated snapshot of a partition counts live files only)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Change detection on an Iceberg base reads only the new metadata (issue 25 part 2): the
+"""Change detection on an Iceberg base reads only the new metadata: the
 manifests the snapshots after the consumed one added, each manifest once per process; an
 expired consumed snapshot still falls back with its reason. Real pyiceberg (SQL catalog on
 SQLite); the table's FileIO is wrapped to record which files are opened."""

@@ -1,4 +1,4 @@
-"""The class-data archive of the local driver JVM (issue 26): keyed by the Java runtime and the
+"""The class-data archive of the local driver JVM: keyed by the Java runtime and the
 driver class path, used only when one exists for the current key, written under a temporary
 name and renamed into place only when the JVM wrote it whole; and, with a real JVM, a session
 started after a build loads Spark's classes from it."""

@@ -1,6 +1,6 @@
 """The web UI's path loads neither pyarrow, pandas, numpy nor pyspark, also over real Iceberg
 tables (an MV's partition metadata, an MV over that MV pinned for its freshness): they would
-take ~130 MB of the UI process (issue 27: under 150 MB)."""
+take ~130 MB of the UI process (the target is under 150 MB)."""
 
 from __future__ import annotations
 

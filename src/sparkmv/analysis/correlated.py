@@ -1,5 +1,5 @@
 """Affected-key recomputation by a correlation key: the rows of a query's relation that a
-change touches, found through the key its correlated subqueries share (issue 24, TPC-H Q21).
+change touches, found through the key its correlated subqueries share (TPC-H Q21).
 
 A query whose aggregate layer the delta rules maintain (SUM, COUNT, AVG and formulas over
 them) but whose relation holds subquery predicates (``EXISTS``, ``NOT EXISTS``, ``IN``,

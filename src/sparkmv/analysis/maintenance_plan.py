@@ -1,4 +1,4 @@
-"""``EXPLAIN REFRESH``'s maintenance plan of an incremental analysis (issue 24): the
+"""``EXPLAIN REFRESH``'s maintenance plan of an incremental analysis: the
 technique or the reason it is refused, each output column's role, the inner stages, the
 correlation key's references, and the key queries of an affected-key recomputation."""
 

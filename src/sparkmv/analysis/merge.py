@@ -1,4 +1,4 @@
-"""Merging select-project-join derived tables into the query that reads them (issue 24).
+"""Merging select-project-join derived tables into the query that reads them.
 
 A derived table (or a CTE, inlined) that is a plain select-project-join — base tables and
 such derived tables joined by inner joins, a WHERE, a select list of named columns and

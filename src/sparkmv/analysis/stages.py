@@ -1,4 +1,4 @@
-"""Nested stages: a query split at its non-linear operators (issue 24).
+"""Nested stages: a query split at its non-linear operators.
 
 A query neither technique maintains whole may still be maintained when it is split into
 *stages*: an inner stage is a part of the query that affected-key recomputation maintains

@@ -1,4 +1,4 @@
-"""``UNION`` (distinct) for affected-key recomputation (issue 24).
+"""``UNION`` (distinct) for affected-key recomputation.
 
 ``a UNION b`` is ``SELECT DISTINCT <columns> FROM (a UNION ALL b) AS __smv_union``: the
 same rows, column names (the first branch's) and types (the union's). Affected-key

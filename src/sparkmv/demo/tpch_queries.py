@@ -1,4 +1,4 @@
-"""The 22 TPC-H queries as materialized-view definitions (issue 24).
+"""The 22 TPC-H queries as materialized-view definitions.
 
 Each query is the TPC-H specification's (revision 3) text with its *validation* substitution
 parameters (section 2.4.x.3), written so that it is valid Spark SQL and DuckDB SQL alike (the

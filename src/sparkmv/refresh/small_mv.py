@@ -4,7 +4,7 @@ runs on a Spark session tuned for tiny inputs over in-memory copies of their sna
 Why: a rewritten query over an MV of a few hundred rows costs Spark 150 to 450 ms on its
 first run, almost all of it fixed cost, not data: listing and scheduling the MV's Parquet
 files, adaptive query execution re-planning after each shuffle stage, and compiling
-generated code (measured in ``bench/RESULTS.md``, issue 15). Here:
+generated code (measured in ``bench/RESULTS.md``, "Query rewrite"). Here:
 
 - the current snapshot of an MV of at most :data:`SMALL_MV_ROWS` rows and
   :data:`SMALL_MV_BYTES` bytes (Iceberg snapshot summary) is read once into the driver

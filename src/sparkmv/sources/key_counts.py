@@ -6,7 +6,7 @@ the rows holding a key. In Spark that is a scan with row positions left-anti-joi
 deleted ones (:mod:`sparkmv.storage.position_deletes`), then a semi-join: 2-3 s at TPC-H
 SF1 for ``lineitem.l_orderkey`` after RF2's merge-on-read delete. pyiceberg's Arrow reader
 reads the one column of each data file with its deletes applied, in parallel, and
-``pyarrow.compute.is_in`` counts: under a second (bench/RESULTS.md, ninth session). Only
+``pyarrow.compute.is_in`` counts: under a second (bench/RESULTS.md, TPC-H, 2026-11-28). Only
 one column reaches the driver, so a table whose column is larger than :data:`MAX_BYTES`
 is left to Spark.
 """

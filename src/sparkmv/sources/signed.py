@@ -284,7 +284,7 @@ ARROW_REPOSITIONED_BYTES = 1024 * 1024 * 1024
 in all are read on the driver too, whatever :data:`ARROW_NETTING_BYTES` says: only their rows
 at the changed positions stay in memory (a file at a time per thread), and the Spark scan
 with row positions joined to the deleted ones cost 2-5.5 s against pyarrow's 0.7 s for
-TPC-H SF1 RF2's 5,869 deleted lineitems in 86 files (bench/RESULTS.md, ninth session)."""
+TPC-H SF1 RF2's 5,869 deleted lineitems in 86 files (bench/RESULTS.md, TPC-H, 2026-11-28)."""
 
 
 def in_arrow_on_the_driver(parts: dict[str, PinnedPartition]) -> bool:

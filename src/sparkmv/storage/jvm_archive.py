@@ -2,7 +2,7 @@
 JVM laid them out in memory, loaded from one mapped file instead of ~300 jars in a cold process.
 
 A cold ``local`` driver spends seconds loading and verifying classes before its first job
-(``bench/RESULTS.md``, issue 26). A *dynamic* archive (JDK 13+) is written by a JVM started with
+(``bench/RESULTS.md``, Spark Declarative Pipelines). A *dynamic* archive (JDK 13+) is written by a JVM started with
 ``-XX:ArchiveClassesAtExit=FILE`` when it exits, and used by later JVMs started with
 ``-XX:SharedArchiveFile=FILE``. It is built on this machine by :func:`build_archive` (the
 ``sparkmv jvm-archive`` command, run by ``make install``), never downloaded.

@@ -13,8 +13,8 @@ timestamps as ``TIMESTAMP_MICROS`` (Iceberg has no INT96), session time zone UTC
 number of shuffle partitions (adaptive execution coalesces them further). A local driver JVM
 (``local[*]``: it also runs the tasks) keeps both JIT tiers but starts the optimizing one
 later (:data:`LOCAL_JAVA_OPTIONS`): a short CLI run then spends less of its 2 cores compiling,
-and a long or heavy one still gets optimized code (``bench/RESULTS.md``, 2026-11-28, sixth
-session: the first tier alone had made a warm full recompute of TPC-H Q1 at SF1 2x slower); a
+and a long or heavy one still gets optimized code (``bench/RESULTS.md``, 2026-11-28, the local
+driver's JIT: the first tier alone had made a warm full recompute of TPC-H Q1 at SF1 2x slower); a
 ``spark.driver.extraJavaOptions`` that names ``TieredStopAtLevel`` or ``TieredCompilation``
 itself wins. It also loads Spark's classes from this machine's class-data archive when one was
 built (``sparkmv jvm-archive``, :mod:`sparkmv.storage.jvm_archive`).
@@ -70,7 +70,7 @@ QUICK_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 """Java options of a local driver JVM started for a small amount of work (``quick_start``):
 the first JIT tier alone, without the profiling that feeds the optimizing tier, and the code
 cache of both tiers (the first alone sizes it at 48 MiB, which a long process filled). Measured on 2
-cores (``bench/RESULTS.md``, twelfth session), cold ``sparkmv pipeline run`` of the TPC-H SF1
+cores (``bench/RESULTS.md``, 2026-11-29), cold ``sparkmv pipeline run`` of the TPC-H SF1
 two-MV project: one changed partition 8.2-8.4 s -> 6.3-6.5 s (13.6 -> 9.3 CPU seconds), 20 MiB
 read 9.8-9.9 s -> 7.9-8.2 s; but a full recompute of both MVs (300 MiB) 19.0 s -> 21.8 s."""
 JAVA_OPTIONS = "spark.driver.extraJavaOptions"

@@ -195,7 +195,7 @@ def touched_values(rows: DataFrame, value: Column) -> Touched:
 
     Not ``distinct().limit(n)``: Spark runs a limit as jobs over 1, 4, 16, ... partitions
     in turn, which for the union of a join's delta terms was 11 jobs and ~5 s at TPC-H
-    SF 1 (Q10 after RF1, bench/RESULTS.md, issue 24)."""
+    SF 1 (Q10 after RF1, bench/RESULTS.md, TPC-H refresh)."""
     k = F.col("k")
     keys = rows.select(value.alias("k"))
     row = keys.agg(F.min(k), F.max(k), F.max(k.isNull().cast("int")), F.approx_count_distinct(k)).first()

@@ -236,7 +236,7 @@ def _netted_where_worth_it(
     at most this MV's FULL read. The share of a copy-on-write change is all of its netting
     (at TPC-H SF1 RF2, Q1 paid 55-61 s netting the rewrite of every month of ``lineitem``
     against a 10 s FULL, and the MVs after it mostly still recomputed: bench/RESULTS.md,
-    issue 24); that of a merge-on-read change is split among the MVs it serves
+    TPC-H refresh); that of a merge-on-read change is split among the MVs it serves
     (:func:`netting.shared_read_bytes`)."""
     full = _full_candidate(inp).estimate_bytes or 0
     pending = {
@@ -427,7 +427,7 @@ def _stage_prober(
 JOIN_TERM_FIXED_BYTES = 16 * 1024 * 1024
 """The fixed cost of one delta term of a join (a changed base table joined with the others),
 in bytes read: its own Spark jobs (the semi-join reduction's key collection, the term, its
-caching). Measured on TPC-H SF 0.1 after RF1 (bench/RESULTS.md, issue 24): forced
+caching). Measured on TPC-H SF 0.1 after RF1 (bench/RESULTS.md, TPC-H refresh): forced
 INCREMENTAL of Q3, Q5, Q10 and Q12 read 1.6-3.9 MiB yet took 3-5 s against 1.8-3 s for FULL
 reading ~23 MiB, so two terms cost about what ~30 MiB of reading does; at SF 1 the joins'
 ~230 MiB outweigh it."""
@@ -436,7 +436,7 @@ SIGNED_FIXED_BYTES = 32 * 1024 * 1024
 """The fixed cost of an INCREMENTAL run that applies signed rows (Iceberg / Delta deletes and
 updates), in bytes read: it runs about six more Spark jobs than a recomputation (the signed
 terms cached, the affected partitions, the flagged MIN / MAX groups, the merge), which on
-TPC-H SF 0.1 (bench/RESULTS.md, issue 23) cost more than FULL reading ~6 MiB of ``orders``
+TPC-H SF 0.1 (bench/RESULTS.md, deletes and updates) cost more than FULL reading ~6 MiB of ``orders``
 or ~22 MiB of the three joined tables; so AUTO recomputes tables this small."""
 
 
@@ -444,7 +444,7 @@ def _keyed_bytes(inp: PlanInput) -> int:
     """Bytes an affected-key recomputation costs about as much as reading: the whole new
     input. It scans it (unless its key filter prunes partitions or row groups), though it
     joins and aggregates only the touched keys' rows; measured on TPC-H SF 0.1
-    (bench/RESULTS.md, issue 24), every forced affected-key recomputation was slower than
+    (bench/RESULTS.md, TPC-H refresh), every forced affected-key recomputation was slower than
     FULL (1.1x to 7x: the key queries and the merge are Spark jobs of their own), and
     counting a quarter of the input made AUTO pick it for Q22 at 2.1x FULL's time. Also
     over inner stages kept as state (TPC-H Q15 at SF 1: 7.4 s against a 1 s FULL that

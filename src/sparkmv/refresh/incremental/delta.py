@@ -6,7 +6,7 @@ the join of their contents is the union, over each changed ``Ti``, of the query 
 ``T1..Ti-1`` read at their new position, ``Ti`` read as its delta, and ``Ti+1..Tn`` at their
 old (consumed) position; of a ``UNION ALL``, only the branches that read ``Ti`` take part.
 For two tables: ``Δ(A ⋈ B) = ΔA ⋈ B_old ∪ A_new ⋈ ΔB``, the standard delta rule of
-incremental view maintenance (the issue's ``ΔA ⋈ B_new ∪ A_old ⋈ ΔB`` with the roles of old
+incremental view maintenance (also written ``ΔA ⋈ B_new ∪ A_old ⋈ ΔB``, the roles of old
 and new swapped, equally exact). Filters and projections distribute over the union.
 
 For an aggregate MV each term is the *augmented* query (the MV's query with its hidden

@@ -1,5 +1,5 @@
-"""The INCREMENTAL candidate's estimate in parts, and its reason text (issue 24 part 3: a
-user sees what the estimate counted: each change, the joins after pruning, the probes, the
+"""The INCREMENTAL candidate's estimate in parts, and its reason text (a user
+sees what the estimate counted: each change, the joins after pruning, the probes, the
 inner stages, the fixed costs)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Filters of collected key values as Spark SQL text (issue 24: the cost of a refresh follows
-the change).
+"""Filters of collected key values as Spark SQL text (the cost of a refresh follows the
+change).
 
 PySpark's ``Column.isin(values)`` and ``F.lit(v)`` make one Py4J call per value: 1,000 keys
 cost ~0.6 s before Spark runs anything (bench/RESULTS.md, "Where the first MV's cost after

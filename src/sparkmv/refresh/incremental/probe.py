@@ -1,4 +1,4 @@
-"""Emptiness probes of the delta terms of a signed change (issue 24: TPC-H's RF2).
+"""Emptiness probes of the delta terms of a signed change (TPC-H's RF2).
 
 After a delete, the delta term of a changed table ``Ti`` joins its retracted rows with the
 other tables, and a semi-join reduction (:mod:`sparkmv.analysis.semijoin`) keeps of each

@@ -1,5 +1,5 @@
 """What the semi-join reduced delta terms read of the other base tables, from Iceberg's
-per-file min/max statistics (issues 24/25; no data read).
+per-file min/max statistics (no data read).
 
 The term of a changed table ``Ti`` reads another table ``Tj`` filtered by the values of
 ``ΔTi``'s join column (:mod:`sparkmv.refresh.incremental.semijoin`); Spark pushes the filter

@@ -1,5 +1,5 @@
 """Reduced inputs of a correlation key kept as state: the rows of the bound tables that can
-reach the MV, so a refresh reads them instead of scanning the tables (issue 24, TPC-H Q17).
+reach the MV, so a refresh reads them instead of scanning the tables (TPC-H Q17).
 
 A correlation key's relation (:mod:`sparkmv.analysis.correlated`) needs, for every row of
 key ``k``, a row of each *reducer* reference (an outer reference bound to the key with a

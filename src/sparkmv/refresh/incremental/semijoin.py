@@ -1,5 +1,5 @@
-"""Semi-join reduction of the delta terms, with Spark (issues 24/25: the cost of a refresh
-follows the change).
+"""Semi-join reduction of the delta terms, with Spark (the cost of a refresh follows the
+change).
 
 A delta term ``T1 ⋈ .. ⋈ ΔTi ⋈ .. ⋈ Tn`` read every other table in full. When an inner
 equi-join ties a column of ``Tj`` to a column of ``Ti`` (:mod:`sparkmv.analysis.semijoin`
@@ -43,7 +43,7 @@ MAX_DELTA_ROWS = 5_000_000
 MIN_TARGET_BYTES = 16 * 1024 * 1024
 """A table of at most this many bytes is not reduced: at TPC-H SF1 after RF1, collecting
 the 7,400 part keys of ``lineitem``'s delta (two Spark jobs, 0.3-0.8 s) to filter the 6 MiB
-``part`` table cost Q14 more than its FULL refresh (bench/RESULTS.md, issue 24)."""
+``part`` table cost Q14 more than its FULL refresh (bench/RESULTS.md, TPC-H refresh)."""
 ENABLED = True
 """Module switch (tests and benchmarks compare with it off)."""
 

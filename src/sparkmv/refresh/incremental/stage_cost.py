@@ -1,5 +1,5 @@
 """What the inner stages of a query (:mod:`sparkmv.analysis.stages`) and the delta terms over
-them read, from Iceberg's per-file min/max statistics (issue 24; no data read).
+them read, from Iceberg's per-file min/max statistics (no data read).
 
 An inner stage keyed by one column of one base table (TPC-H Q4's ``SELECT DISTINCT
 l_orderkey ...``, Q18's ``SELECT l_orderkey ... GROUP BY l_orderkey HAVING ...``) is

@@ -1,5 +1,5 @@
 """Maintenance state of inner stages: a decomposable stage kept per key, so a refresh merges
-the change into it instead of recomputing the stage over the old and the new input (issue 24).
+the change into it instead of recomputing the stage over the old and the new input.
 
 An inner stage (:mod:`sparkmv.analysis.stages`) is otherwise recomputed for its touched
 keys over both inputs (:mod:`sparkmv.refresh.incremental.stages`): two scans of its base
