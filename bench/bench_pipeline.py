@@ -1,4 +1,4 @@
-"""Spark Declarative Pipelines benchmark (issue 26): ``spark-pipelines run`` against
+"""Spark Declarative Pipelines benchmark: ``spark-pipelines run`` against
 ``sparkmv pipeline run`` on the same project; not a test.
 
 The project: two materialized views over TPC-H ``lineitem`` partitioned by ship month (84
@@ -22,7 +22,7 @@ archive of its local driver JVM is built first when missing (``sparkmv jvm-archi
 --if-missing``, as ``make install`` does; not timed).
 
 Usage: ``.venv/bin/python bench/bench_pipeline.py [--sf 1] [--data data/tpch] [--work DIR]
-[--no-write]``; appends an entry under "## Spark Declarative Pipelines (issue 26)" in
+[--no-write]``; appends an entry under "## Spark Declarative Pipelines" in
 ``bench/RESULTS.md``.
 """
 
@@ -47,7 +47,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from results import write_results  # noqa: E402 (bench/ is put on the path above)
 
-SECTION = "## Spark Declarative Pipelines (issue 26)"
+SECTION = "## Spark Declarative Pipelines"
 BIN = Path(sys.executable).parent
 CHANGED_MONTH = "1995-06"
 MVS = ("revenue_by_month", "shipmode_by_month")

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 QUICK_START_MAX_BYTES = 64 * 1024 * 1024
 """Base data a run may read (bytes, summed over its datasets) and still start its driver JVM
-for a short process. Measured on 2 cores (``bench/RESULTS.md``, twelfth session): the first
+for a short process. Measured on 2 cores (``bench/RESULTS.md``, 2026-11-29): the first
 JIT tier alone was 1.8-2 s faster reading 3-20 MiB and 15 % slower reading 300 MiB."""
 
 
