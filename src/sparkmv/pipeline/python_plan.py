@@ -31,13 +31,17 @@ A translation that fails either check is not used.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
+
+import sqlglot
+from sqlglot import exp
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+_PLAIN = re.compile(r"^[a-z_][a-z0-9_]*$")
 _BARE_ALIAS = re.compile(r"(none#\d+L?) AS #\d+L?")
 _TRANSPARENT = {"SubqueryAlias", "ResolvedHint", "Repartition", "RepartitionByExpression", "RebalancePartitions"}
 _UDF_CLASSES = ("PythonUDF", "ScalaUDF", "ScalaUDAF", "ScalaAggregator", "PythonUDAF", "HiveGenericUDF")
@@ -88,21 +92,90 @@ def translate(df: DataFrame, tables: Mapping[str, str]) -> Translation:
 
     ``tables``: each temporary view sparkmv bound to one of its tables (lower-case view name)
     to that table's qualified name (``"default.sales"``); the views must still be bound.
+    The plan's SQL is first simplified by sqlglot (derived tables merged into the queries
+    reading them, so sparkmv's analysis sees one join and one aggregate, as a SQL author
+    writes them); when the simplified form fails Spark's check, the plain form is tried.
     A plan that cannot be translated exactly is a Translation with ``reason`` set (never an
     exception): the MV is then recomputed whole.
     """
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
         return Translation(None, "a Spark Connect DataFrame is not incrementally maintainable: its plan is not readable")
+    columns = list(df.columns)
+    if len({c.lower() for c in columns}) != len(columns):
+        return Translation(None, f"a DataFrame with duplicate column names is not incrementally maintainable: {columns}")
     try:
-        plan = jdf.queryExecution().analyzed()
         writer = _Writer(df.sparkSession, tables)
-        to_sparkmv = writer.query(plan, list(df.columns), lambda view: tables[view])
-        to_views = writer.query(plan, list(df.columns), lambda view: f"`{view}`")
+        raw = writer.query(jdf.queryExecution().analyzed(), columns)
     except NotTranslatable as exc:
         return Translation(None, str(exc))
-    problem = check(df, to_views)
-    return Translation(None, problem) if problem else Translation(to_sparkmv)
+    problem = None
+    for candidate in (_simplified(raw, writer.schemas), _parse(raw)):
+        if candidate is None:
+            continue
+        candidate = _unquoted(candidate)
+        problem = check(df, candidate.sql(dialect="spark"))
+        if problem is None:
+            return Translation(_over_tables(candidate, tables).sql(dialect="spark"))
+    return Translation(None, problem)
+
+
+def _parse(sql: str) -> exp.Expression | None:
+    """``sql`` parsed by sqlglot (Spark), None when it cannot be."""
+    try:
+        return sqlglot.parse_one(sql, dialect="spark")
+    except sqlglot.errors.SqlglotError:
+        return None
+
+
+def _simplified(sql: str, schemas: Mapping[str, list[str]]) -> exp.Expression | None:
+    """``sql`` with its derived tables merged where sqlglot can (``qualify`` with the views'
+    columns, then ``merge_subqueries``); None when sqlglot cannot."""
+    from sqlglot.optimizer.merge_subqueries import merge_subqueries
+    from sqlglot.optimizer.qualify import qualify
+
+    tree = _parse(sql)
+    if tree is None:
+        return None
+    schema = {view: dict.fromkeys(cols, "string") for view, cols in schemas.items()}
+    try:
+        return merge_subqueries(qualify(tree, schema=schema, dialect="spark", quote_identifiers=True))
+    except sqlglot.errors.SqlglotError:
+        return None
+
+
+def _unquoted(tree: exp.Expression) -> exp.Expression:
+    """``tree`` with the backticks dropped from identifiers that need none (lower-case
+    letters, digits, underscores; not a keyword), as a SQL author writes them."""
+    from sqlglot.dialects.spark import Spark
+
+    keywords = Spark.Tokenizer.KEYWORDS
+
+    def plain(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Identifier) and node.quoted:
+            name = node.this
+            if _PLAIN.match(name) and name.upper() not in keywords:
+                return exp.Identifier(this=name, quoted=False)
+        return node
+
+    return tree.transform(plain)
+
+
+def _over_tables(tree: exp.Expression, tables: Mapping[str, str]) -> exp.Expression:
+    """``tree`` with each bound view read as its sparkmv table (alias kept)."""
+
+    def swap(node: exp.Expression) -> exp.Expression:
+        if isinstance(node, exp.Table) and not node.args.get("db") and node.name.lower() in tables:
+            namespace, _, name = tables[node.name.lower()].rpartition(".")
+            catalog, _, db = namespace.rpartition(".")
+            table = exp.table_(name, db=db, catalog=catalog or None)
+            alias = node.args.get("alias")
+            if alias is not None:
+                table.set("alias", alias)
+            return table
+        return node
+
+    return tree.copy().transform(swap)
 
 
 def check(df: DataFrame, sql: str) -> str | None:
@@ -147,16 +220,22 @@ class _Writer:
         self._names: dict[int, str] = {}
         self._used: set[str] = set()
         self._alias = 0
-        self._table: Callable[[str], str] = lambda view: view
+        self._set_ops: set[str] = set()
+        self.schemas: dict[str, list[str]] = {}
+        """The columns of each bound view the plan reads."""
 
-    def query(self, plan: Any, columns: list[str], table: Callable[[str], str]) -> str:
-        """The SQL of ``plan`` whose output columns are named ``columns``."""
-        self._alias = 0
-        self._table = table
-        inner = self._plan(plan)
+    def query(self, plan: Any, columns: list[str]) -> str:
+        """The SQL of ``plan`` whose output columns are named ``columns`` (the bound views
+        read by their own names)."""
         out = _seq(plan.output())
         if len(out) != len(columns):  # pragma: no cover - the plan's output is the DataFrame's
             raise NotTranslatable("the DataFrame's plan is not incrementally maintainable: its columns differ")
+        for attr, column in zip(out, columns, strict=True):  # the output keeps the DataFrame's names
+            self._names.setdefault(int(attr.exprId().id()), column)
+            self._used.add(column.lower())
+        inner = self._plan(plan)
+        if [self._names[int(a.exprId().id())] for a in out] == columns:
+            return inner
         select = ", ".join(f"{self._name(a)} AS {_quote(c)}" for a, c in zip(out, columns, strict=True))
         return f"SELECT {select} FROM ({inner}) AS {self._next()}"
 
@@ -170,15 +249,15 @@ class _Writer:
         if key not in self._names:
             base = str(attr.name()).lower()
             name, n = base, 1
-            while name in self._used:
+            while name.lower() in self._used:
                 n += 1
                 name = f"{base}_{n}"
-            self._used.add(name)
+            self._used.add(name.lower())
             self._names[key] = name
         return _quote(self._names[key])
 
     def _cols(self, plan: Any) -> str:
-        return ", ".join(self._name(a) for a in _seq(plan.output()))
+        return ", ".join(self._name(a) for a in _distinct(_seq(plan.output())))
 
     def _from(self, child: Any) -> str:
         return f"({self._plan(child)}) AS {self._next()}"
@@ -202,8 +281,10 @@ class _Writer:
         view = str(node.desc().identifier().table()).lower()
         if view not in self._tables:
             return self._plan(node.child())  # a pipeline temporary view: read through
-        cols = ", ".join(f"{_quote(str(a.name()))} AS {self._name(a)}" for a in _seq(node.output()))
-        return f"SELECT {cols} FROM {self._table(view)}"
+        output = _seq(node.output())
+        self.schemas[view] = [str(a.name()) for a in output]
+        cols = ", ".join(f"{_quote(str(a.name()))} AS {self._name(a)}" for a in output)
+        return f"SELECT {cols} FROM {_quote(view)}"
 
     def _op_LogicalRelation(self, node: Any) -> str:
         raise NotTranslatable(
@@ -213,7 +294,9 @@ class _Writer:
 
     def _op_Project(self, node: Any) -> str:
         source = self._from(node.child())
-        exprs = ", ".join(self._named(e) for e in _seq(node.projectList()))
+        # a column selected twice is one column of the SQL (the plan reads it by expression id;
+        # a UNION branch that needs both fails Spark's check of the translation)
+        exprs = ", ".join(self._named(e) for e in _distinct(_seq(node.projectList())))
         return f"SELECT {exprs} FROM {source}"
 
     def _op_Filter(self, node: Any) -> str:
@@ -263,16 +346,23 @@ class _Writer:
     def _op_Union(self, node: Any) -> str:
         if node.byName() or node.allowMissingCol():  # pragma: no cover - resolved by the analyzer
             raise NotTranslatable("an unresolved union is not incrementally maintainable: its columns are not known")
-        branches = [self._plan(c) for c in _seq(node.children())]
-        cols = self._cols(node)
-        union = " UNION ALL ".join(f"SELECT * FROM ({b}) AS {self._next()}" for b in branches)
-        return f"SELECT {cols} FROM ({union}) AS {self._next()}"
+        # the branches are the query (its columns are named by the first one, as the plan's
+        # are): a UNION ALL is read as its branches, with no SELECT around it
+        return self._set_query(" UNION ALL ".join(self._branch(c) for c in _seq(node.children())))
+
+    def _branch(self, node: Any) -> str:
+        """A set operation's operand: the child's SELECT (in a derived table when it is a
+        set operation itself, whose precedence could differ)."""
+        text = self._plan(node)
+        return f"SELECT * FROM ({text}) AS {self._next()}" if text in self._set_ops else text
+
+    def _set_query(self, text: str) -> str:
+        self._set_ops.add(text)
+        return text
 
     def _set_op(self, node: Any, word: str) -> str:
         all_ = " ALL" if node.isAll() else " DISTINCT"
-        left, right = self._plan(node.left()), self._plan(node.right())
-        body = f"SELECT * FROM ({left}) AS {self._next()} {word}{all_} SELECT * FROM ({right}) AS {self._next()}"
-        return f"SELECT {self._cols(node)} FROM ({body}) AS {self._next()}"
+        return self._set_query(f"{self._branch(node.left())} {word}{all_} {self._branch(node.right())}")
 
     def _op_Intersect(self, node: Any) -> str:
         return self._set_op(node, "INTERSECT")
@@ -303,7 +393,7 @@ class _Writer:
         cls = str(expr.getClass().getSimpleName())
         if cls in _UDF_CLASSES or kind in _UDF_CLASSES:
             raise NotTranslatable(
-                f"a user-defined function ({expr.prettyName()}) is not incrementally maintainable: "
+                f"a user-defined function ({_udf_name(expr)}) is not incrementally maintainable: "
                 "sparkmv cannot write it as SQL"
             )
         if self._jvm.org.apache.spark.sql.catalyst.expressions.SubqueryExpression.hasSubquery(expr):
@@ -329,6 +419,28 @@ class _Writer:
             return expr
         renamed = [self._rename(k) for k in kids]
         return expr.withNewChildren(_to_seq(self._jvm, renamed))
+
+
+def _udf_name(expr: Any) -> str:
+    """The name a UDF was given (``PythonUDF.name``), else Catalyst's pretty name."""
+    try:
+        return str(expr.name())
+    except Exception:  # py4j: this UDF class has no name()
+        return str(expr.prettyName())
+
+
+def _distinct(exprs: list[Any]) -> list[Any]:
+    """``exprs`` without a repeated attribute (by expression id; other expressions kept)."""
+    seen: set[int] = set()
+    out = []
+    for e in exprs:
+        if str(e.nodeName()) == "AttributeReference":
+            key = int(e.exprId().id())
+            if key in seen:
+                continue
+            seen.add(key)
+        out.append(e)
+    return out
 
 
 def _seq(scala_seq: Any) -> list[Any]:
