@@ -85,7 +85,9 @@ def test_translated_python_mvs_refresh_incrementally(client: Any, project: Path,
         assert_mv_matches(client, name, query)
 
     again = run_pipeline(client, load_project(project, lambda: client.spark))
-    assert {r.name.name: r.state for r in again.results} == dict.fromkeys([*EXPECTED, "with_udf", "first_rows"], "SKIPPED")
+    assert {r.name.name: r.state for r in again.results} == dict.fromkeys(
+        [*EXPECTED, "with_udf", "first_rows"], "SKIPPED"
+    )
 
     write_partition(tmp_path / "sales", "m", "2024-02", {"id": [900, 901], "amount": [6.5, 0.5]}, "part-1.parquet")
     third = run_pipeline(client, load_project(project, lambda: client.spark))

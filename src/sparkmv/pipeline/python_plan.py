@@ -33,7 +33,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import sqlglot
 from sqlglot import exp
@@ -62,8 +62,8 @@ _REFUSED = {
     "Sample": ("sample()", "its rows are drawn at random"),
     "Generate": ("explode / a generator", "sparkmv does not translate generators to SQL"),
     "Expand": ("grouping sets / ROLLUP / CUBE", "sparkmv does not translate grouping sets to SQL"),
-    "LocalRelation": ("rows made on the driver (createDataFrame)", "they are not a table sparkmv tracks"),
-    "LogicalRDD": ("an RDD", "it is not a table sparkmv tracks"),
+    "LocalRelation": ("rows made on the driver (createDataFrame, an RDD)", "they are not a table sparkmv tracks"),
+    "LogicalRDD": ("rows made on the driver (createDataFrame, an RDD)", "they are not a table sparkmv tracks"),
     "Range": ("spark.range()", "it is not a table sparkmv tracks"),
     "OneRowRelation": ("a SELECT without FROM", "it is not a table sparkmv tracks"),
 }
@@ -100,10 +100,14 @@ def translate(df: DataFrame, tables: Mapping[str, str]) -> Translation:
     """
     jdf = getattr(df, "_jdf", None)
     if jdf is None:
-        return Translation(None, "a Spark Connect DataFrame is not incrementally maintainable: its plan is not readable")
+        return Translation(
+            None, "a Spark Connect DataFrame is not incrementally maintainable: its plan is not readable"
+        )
     columns = list(df.columns)
     if len({c.lower() for c in columns}) != len(columns):
-        return Translation(None, f"a DataFrame with duplicate column names is not incrementally maintainable: {columns}")
+        return Translation(
+            None, f"a DataFrame with duplicate column names is not incrementally maintainable: {columns}"
+        )
     try:
         writer = _Writer(df.sparkSession, tables)
         raw = writer.query(jdf.queryExecution().analyzed(), columns)
@@ -123,7 +127,7 @@ def translate(df: DataFrame, tables: Mapping[str, str]) -> Translation:
 def _parse(sql: str) -> exp.Expression | None:
     """``sql`` parsed by sqlglot (Spark), None when it cannot be."""
     try:
-        return sqlglot.parse_one(sql, dialect="spark")
+        return cast(exp.Expression, sqlglot.parse_one(sql, dialect="spark"))
     except sqlglot.errors.SqlglotError:
         return None
 
@@ -137,10 +141,10 @@ def _simplified(sql: str, schemas: Mapping[str, list[str]]) -> exp.Expression | 
     tree = _parse(sql)
     if tree is None:
         return None
-    schema = {view: dict.fromkeys(cols, "string") for view, cols in schemas.items()}
+    schema: dict[str, object] = {view: dict.fromkeys(cols, "string") for view, cols in schemas.items()}
     try:
         return merge_subqueries(qualify(tree, schema=schema, dialect="spark", quote_identifiers=True))
-    except sqlglot.errors.SqlglotError:
+    except Exception:  # best effort: the plain form is tried next
         return None
 
 
@@ -191,7 +195,9 @@ def check(df: DataFrame, sql: str) -> str | None:
     mine = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
     theirs = [(f.name, f.dataType.simpleString()) for f in schema.fields]
     if mine != theirs:
-        return f"the DataFrame's plan is not incrementally maintainable: its SQL form gives columns {theirs}, not {mine}"
+        return (
+            f"the DataFrame's plan is not incrementally maintainable: its SQL form gives columns {theirs}, not {mine}"
+        )
     if not same_result(df._jdf.queryExecution().optimizedPlan(), other._jdf.queryExecution().optimizedPlan()):
         return "the DataFrame's plan is not incrementally maintainable: its SQL form is not provably the same query"
     return None
@@ -215,7 +221,7 @@ class _Writer:
     """Writes one analyzed plan as SQL (attribute names fixed on the first call)."""
 
     def __init__(self, spark: SparkSession, tables: Mapping[str, str]) -> None:
-        self._jvm = spark.sparkContext._jvm
+        self._jvm: Any = spark.sparkContext._jvm
         self._tables = tables
         self._names: dict[int, str] = {}
         self._used: set[str] = set()
@@ -402,9 +408,7 @@ class _Writer:
                 "DataFrame's plan"
             )
         if not expr.deterministic():
-            raise NotTranslatable(
-                f"{expr.prettyName()} is not incrementally maintainable: it is not deterministic"
-            )
+            raise NotTranslatable(f"{expr.prettyName()} is not incrementally maintainable: it is not deterministic")
         if kind == "AttributeReference":
             key = int(expr.exprId().id())
             if key not in self._names:

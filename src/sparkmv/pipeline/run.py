@@ -30,9 +30,9 @@ when any dataset failed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-import dataclasses
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
@@ -352,7 +352,9 @@ def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, d
         df = _call(client, project, ds, bound, done)
         translated = translate(df, _bound_tables(project, bound))
         if translated.query is not None:  # kept as a SQL MV: SKIP, PCT, INCREMENTAL or FULL as AUTO chooses
-            return dataclasses.replace(_run_python_as_sql(client, project, ds, force, translated.query), source="python")
+            return dataclasses.replace(
+                _run_python_as_sql(client, project, ds, force, translated.query), source="python"
+            )
         refreshed = refresh_python_mv(client, ds.name, df, ds.function, force, ds.partition_by, translated.reason)
     finally:
         for view in bound:
