@@ -1,8 +1,13 @@
 """Python materialized views: a query function's DataFrame kept as an Iceberg table.
 
-sparkmv has no object kind "MV defined by a DataFrame" (its MVs are SQL queries it analyses),
-so a Python materialized view is stored as a plain Iceberg table of sparkmv's catalog — a base
-table any SQL MV (of the pipeline or not) can read, incrementally too, like any Iceberg table.
+sparkmv's MVs are SQL queries it analyses. A DataFrame whose plan translates exactly to SQL
+over sparkmv's tables (:mod:`sparkmv.pipeline.python_plan`) is kept as an ordinary SQL MV with
+that query (by :mod:`sparkmv.pipeline.run`, refreshed by SKIP, PCT, INCREMENTAL or FULL as AUTO
+chooses; a plain table it replaces, :func:`replace_plain_table`, is swapped out atomically).
+Any other Python materialized view is stored as a plain Iceberg table of sparkmv's catalog — a
+base table any SQL MV (of the pipeline or not) can read, incrementally too, like any Iceberg
+table — by the rule below (an MV that an earlier run made of it is replaced atomically by
+the table, as when its columns change).
 
 Refresh rule (sound, never partial): the function is called, its DataFrame's **input
 fingerprint** is computed — the analyzed plan's text (expression ids removed), the query
@@ -45,8 +50,8 @@ WHY_NOT_INCREMENTAL = (
     "recomputed whole: PCT and INCREMENTAL need a SQL query sparkmv analyses, not a DataFrame's plan "
     "(define it in SQL, or read it from a SQL materialized view, to refresh it incrementally)"
 )
-"""Why a Python MV whose input changed is recomputed, not refreshed by PCT or INCREMENTAL
-(printed in the run's report)."""
+"""Why a Python MV whose input changed is recomputed, not refreshed by PCT or INCREMENTAL,
+when no other reason is known (printed in the run's report)."""
 _EXPR_ID = re.compile(r"#\d+L?")
 _NOT_FILES = ("LocalRelation", "LogicalRDD", "ExternalRDD")
 
@@ -100,19 +105,29 @@ def fingerprint(df: DataFrame, function: Any) -> tuple[str, str | None]:
 
 
 def refresh_python_mv(
-    client: Client, name: ObjectName, df: DataFrame, function: Any, force: bool, partition_by: str | None = None
+    client: Client,
+    name: ObjectName,
+    df: DataFrame,
+    function: Any,
+    force: bool,
+    partition_by: str | None = None,
+    why: str | None = None,
 ) -> PythonRefresh:
     """Refresh Python MV ``name`` from ``df`` (the rule is in the module docstring);
     ``partition_by``: the table's identity partition column (``partition_cols``), one file
-    per value.
+    per value; ``why``: why it is not kept as a SQL MV (the reason of a FULL refresh), else
+    :data:`WHY_NOT_INCREMENTAL`.
 
     Raises:
-        SparkMvError: the name is taken by another sparkmv object, the DataFrame is streaming,
-            or ``partition_by`` is not one of its columns.
+        SparkMvError: the name is taken by another sparkmv object (not a materialized view),
+            the DataFrame is streaming, or ``partition_by`` is not one of its columns.
+        BusyError: the materialized view it replaces is being refreshed.
         StorageError: the commit failed (the table is unchanged).
     """
     store = client.runtime.iceberg
-    ensure_not_sparkmv_object(client, name)
+    was_mv = _materialized_view_id(client, name)
+    if was_mv is None:
+        ensure_not_sparkmv_object(client, name)
     if df.isStreaming:
         raise SparkMvError(
             f"{name.display}: Materialized views may only be defined by a batch relation, but the flow {name.name} "
@@ -130,6 +145,10 @@ def refresh_python_mv(
     fp, untrusted = fingerprint(df, function)
     schema = spark_to_arrow(df.schema)
     reason = "created"
+    recomputed = f"recomputed whole: {why}" if why else WHY_NOT_INCREMENTAL
+    if was_mv is not None:
+        head = f"no longer kept as a SQL materialized view ({why or 'its plan is not translatable'})"
+        return _replace_table(client, name, df, schema, fp, partition_by, head, was_mv)
     if store.exists(name):
         table = store.load(name)
         current = table.current_snapshot()
@@ -147,7 +166,7 @@ def refresh_python_mv(
                 "SKIPPED", "SKIP", "no input changed (same plan, code and input files)", table_rows(table)
             )
         else:
-            reason = f"an input changed (plan, code or input files); {WHY_NOT_INCREMENTAL}"
+            reason = f"an input changed (plan, code or input files); {recomputed}"
     if not store.exists(name):
         store.create_table(name, schema, partition_by)
     table = store.load(name)
@@ -157,15 +176,25 @@ def refresh_python_mv(
 
 
 def _replace_table(
-    client: Client, name: ObjectName, df: DataFrame, schema: Any, fp: str, partition_by: str | None, why: str
+    client: Client,
+    name: ObjectName,
+    df: DataFrame,
+    schema: Any,
+    fp: str,
+    partition_by: str | None,
+    why: str,
+    mv_id: int | None = None,
 ) -> PythonRefresh:
     """Write ``df`` (Arrow ``schema``, partitioned by ``partition_by``) as a new table under a
     hidden name and swap it in for Python MV ``name`` in one catalog transaction; the old
-    table is retired (dropped by ``sparkmv vacuum`` after 24 hours). A write or swap that
-    fails drops the hidden table: ``name`` is left as it was. ``why``: the reason's head.
+    table is retired (dropped by ``sparkmv vacuum`` after 24 hours). ``mv_id``: ``name`` is
+    that sparkmv MV (kept so by an earlier run), whose object row the same transaction
+    deletes (compare-and-set on its state IDLE). A write or swap that fails drops the hidden
+    table: ``name`` is left as it was. ``why``: the reason's head.
 
     Raises:
         StorageError: the write or the swap failed (another writer committed to ``name``).
+        BusyError: MV ``mv_id`` is being refreshed (or was dropped) at the swap.
     """
     from sparkmv.names import replacement_name
     from sparkmv.services.leftovers import drop_leftovers
@@ -179,12 +208,63 @@ def _replace_table(
         location = store.load(hidden).location()
         files = _write(df, warehouse.join(location, "data", f"pipeline-{uuid.uuid4().hex}"), partition_by)
         store.publish(hidden, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
+        replaces = mv_id is not None or store.exists(name)  # not in the transaction: pyiceberg would wait on its lock
         with client.runtime.catalog.transaction() as s:
-            point_name_at(s, name, hidden, replaces_table=True, retire_as=retirement(name))
+            if mv_id is not None:
+                _delete_idle_mv(s, client, mv_id, name)
+            point_name_at(s, name, hidden, replaces_table=replaces, retire_as=retirement(name))
     except BaseException:
         store.drop_table(hidden)
         raise
     return PythonRefresh("SUCCESS", "FULL", f"{why}: table replaced atomically", table_rows(store.load(name)))
+
+
+def _materialized_view_id(client: Client, name: ObjectName) -> int | None:
+    """The id of sparkmv MV ``name`` (None when ``name`` is no MV)."""
+    from sparkmv.catalog import ObjectKind
+
+    with client.runtime.catalog.read() as s:
+        row = client.runtime.catalog.objects.find(s, name)
+        return row.id if row is not None and row.kind == ObjectKind.MATERIALIZED_VIEW else None
+
+
+def _delete_idle_mv(session: Any, client: Client, mv_id: int, name: ObjectName) -> None:
+    """Delete MV ``mv_id``'s object row (its runs, version map, positions) in the caller's
+    transaction, if it is still IDLE.
+
+    Raises:
+        BusyError: it is being refreshed or was dropped.
+    """
+    from sparkmv.catalog import RefreshState
+    from sparkmv.catalog.objects import busy_message
+    from sparkmv.errors import BusyError
+
+    row = client.runtime.catalog.objects.find(session, name)
+    if row is None or row.id != mv_id:
+        raise BusyError(f"'{name}' was dropped or replaced meanwhile")
+    if row.state != RefreshState.IDLE:
+        raise BusyError(f"cannot replace '{name}': {busy_message(row)}")
+    client.runtime.catalog.objects.delete(session, row)
+
+
+def replace_plain_table(client: Client, statement: str) -> Any:
+    """Run ``CREATE OR REPLACE MATERIALIZED VIEW`` ``statement`` over the plain Iceberg table
+    of a Python MV that is now kept as a SQL MV: built hidden, then swapped in by one catalog
+    transaction (:func:`sparkmv.services.replace.replace_materialized_view`); the table is
+    retired. Returns the build run (:class:`~sparkmv.refresh.result.RefreshRun`; not swapped
+    in when it FAILED or was CANCELLED).
+
+    Raises:
+        BusyError: a replacement of it is being built.
+        AnalysisError: sparkmv refuses the query.
+    """
+    from sparkmv.services.replace import replace_materialized_view
+    from sparkmv.sql.parser import parse_statement
+    from sparkmv.sql.statements import CreateMaterializedView
+
+    stmt = parse_statement(statement)
+    assert isinstance(stmt, CreateMaterializedView) and stmt.or_replace, statement
+    return replace_materialized_view(client.runtime, stmt, plain_table=True).run
 
 
 def _write(df: DataFrame, directory: str, partition_by: str | None = None) -> list[str]:

@@ -31,6 +31,7 @@ when any dataset failed.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -280,10 +281,11 @@ def _quote(text: str) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
-def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool) -> DatasetResult:
-    """Create, replace or refresh one SQL MV; a failed first build drops what it created, a
-    failed build of a changed definition leaves the MV as it was."""
-    query = project.queries[ds.name]
+def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool, query: str | None = None) -> DatasetResult:
+    """Create, replace or refresh one SQL MV (``query``: a Python MV's translated query, else
+    the dataset's own); a failed first build drops what it created, a failed build of a
+    changed definition leaves the MV as it was."""
+    query = query or project.queries[ds.name]
     with client.runtime.catalog.read() as s:
         row = client.runtime.catalog.objects.find(s, ds.name)
         stored = (row.kind, dict(row.properties or {}), definition_changed(row, query, ds)) if row else None
@@ -353,11 +355,17 @@ def _table_rows(client: Client, name: ObjectName) -> int | None:
 
 def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
     from sparkmv.pipeline.python_mv import refresh_python_mv
+    from sparkmv.pipeline.python_plan import translate
 
     bound: list[str] = []
     try:
         df = _with_schema(ds, _call(client, project, ds, bound, done))
-        refreshed = refresh_python_mv(client, ds.name, df, ds.function, force, ds.partition_by)
+        translated = translate(df, _bound_tables(project, bound))
+        if translated.query is not None:  # kept as a SQL MV: SKIP, PCT, INCREMENTAL or FULL as AUTO chooses
+            return dataclasses.replace(
+                _run_python_as_sql(client, project, ds, force, translated.query), source="python"
+            )
+        refreshed = refresh_python_mv(client, ds.name, df, ds.function, force, ds.partition_by, translated.reason)
     finally:
         for view in bound:
             client.spark.catalog.dropTempView(view)
@@ -371,6 +379,30 @@ def _with_schema(ds: Dataset, df: Any) -> Any:
     from sparkmv.pipeline.python_schema import apply_schema
 
     return apply_schema(df, ds.schema, ds.name.display)
+
+
+def _bound_tables(project: Project, bound: list[str]) -> dict[str, str]:
+    """The temporary views of ``bound`` that are sparkmv tables, to their qualified names."""
+    tables = {}
+    for view in bound:
+        name = ObjectName(project.namespace, view.lower())
+        ds = project.graph.datasets.get(name)
+        if ds is None or ds.kind != TEMPORARY_VIEW:
+            tables[view.lower()] = name.qualified
+    return tables
+
+
+def _run_python_as_sql(client: Client, project: Project, ds: Dataset, force: bool, query: str) -> DatasetResult:
+    """A Python MV kept as the SQL MV of ``query``; the plain table an earlier run kept it
+    as is replaced atomically (:func:`~sparkmv.pipeline.python_mv.replace_plain_table`)."""
+    from sparkmv.pipeline.python_mv import replace_plain_table
+
+    with client.runtime.catalog.read() as s:
+        known = client.runtime.catalog.objects.find(s, ds.name) is not None
+    if known or not client.runtime.iceberg.exists(ds.name):
+        return _run_sql_mv(client, project, ds, force, query)
+    run = replace_plain_table(client, create_statement(ds.name, ds, query, project.refresh_scheme or "MANUAL"))
+    return _sql_result(client, ds, run, "its table replaced by a SQL materialized view of its plan")
 
 
 def _run_python_table(

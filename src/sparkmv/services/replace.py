@@ -68,18 +68,21 @@ class Replaced:
 
 
 def replace_materialized_view(
-    rt: Runtime, stmt: CreateMaterializedView, progress: ProgressCallback | None = None
+    rt: Runtime, stmt: CreateMaterializedView, progress: ProgressCallback | None = None, plain_table: bool = False
 ) -> Replaced:
     """Build ``stmt``'s definition hidden and swap it in for MV ``stmt.name`` in one catalog
     transaction (the module docstring tells the whole protocol); create the MV when missing.
-    ``progress``: the refresh progress callback of the build.
+    ``progress``: the refresh progress callback of the build. ``plain_table``: ``stmt.name``
+    is a plain Iceberg table of sparkmv's catalog (no sparkmv object: a pipeline's Python
+    materialized view), replaced by the MV the same way (retired, never deleted at once).
 
     Returns:
         The outcome; a build that ended FAILED or CANCELLED is returned (``replaced`` False,
         the old MV untouched), not raised.
 
     Raises:
-        ObjectExistsError: ``stmt.name`` is a table, not a materialized view.
+        ObjectExistsError: ``stmt.name`` is a table, not a materialized view (unless
+            ``plain_table`` and it is a plain Iceberg table).
         BusyError: the MV is being refreshed (now, or when the swap was due), or another
             replacement of it is being built.
         AnalysisError, InvalidPropertyError: the new definition is refused, as by CREATE.
@@ -88,7 +91,7 @@ def replace_materialized_view(
     from sparkmv.services.ddl import create_materialized_view
 
     name = stmt.name
-    old_id = _replaceable(rt, name)
+    old_id = _replaceable(rt, name, plain_table)
     drop_leftovers(rt, name)
     hidden = replacement_name(name, uuid.uuid4().hex[:8])
     building = dataclasses.replace(stmt, name=hidden, refresh=RefreshScheme(), if_not_exists=False, or_replace=False)
@@ -103,7 +106,7 @@ def replace_materialized_view(
             return Replaced(
                 f"materialized view '{name}' {what}: run {run.run_id} {run.state}{reason}", run, False, False
             )
-        _swap(rt, name, hidden, old_id, stmt.refresh)
+        _swap(rt, name, hidden, old_id, stmt.refresh, plain_table)
     except BaseException:
         discard(rt, hidden, name)
         raise
@@ -112,17 +115,17 @@ def replace_materialized_view(
     return Replaced(f"{done} materialized view '{name}'", run, True, old_id is None)
 
 
-def _replaceable(rt: Runtime, name: ObjectName) -> int | None:
+def _replaceable(rt: Runtime, name: ObjectName, plain_table: bool = False) -> int | None:
     """The id of MV ``name`` (None when there is none), checked replaceable now.
 
     Raises:
-        ObjectExistsError: ``name`` is a table or a plain Iceberg table.
+        ObjectExistsError: ``name`` is a table, or a plain Iceberg table (unless ``plain_table``).
         BusyError: the MV is being refreshed.
     """
     with rt.catalog.read() as s:
         row = rt.catalog.objects.find(s, name)
     if row is None:
-        if rt.iceberg.exists(name):
+        if rt.iceberg.exists(name) and not plain_table:
             raise ObjectExistsError(
                 f"'{name}' is a table, not a materialized view: CREATE OR REPLACE cannot replace it"
             )
@@ -134,9 +137,11 @@ def _replaceable(rt: Runtime, name: ObjectName) -> int | None:
     return row.id
 
 
-def _swap(rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None, scheme: RefreshScheme) -> None:
+def _swap(
+    rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None, scheme: RefreshScheme, plain_table: bool
+) -> None:
     """Swap the built replacement ``hidden`` in as ``name`` in one catalog transaction; the
-    old table (if any) is retired.
+    old table (if any: an MV's, or with ``plain_table`` a plain Iceberg table) is retired.
 
     Raises:
         BusyError, ObjectExistsError, StorageError: the swap was refused (nothing changed).
@@ -144,6 +149,7 @@ def _swap(rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None,
     from sparkmv.services.ddl import first_fire_time
     from sparkmv.storage.iceberg_swap import point_name_at, retirement
 
+    replaces = old_id is not None or (plain_table and rt.iceberg.exists(name))  # not in the transaction: its lock
     with rt.catalog.transaction() as s:
         new_id = rt.catalog.objects.get(s, hidden, ObjectKind.MATERIALIZED_VIEW).id
         rt.catalog.objects.swap_in(
@@ -156,7 +162,7 @@ def _swap(rt: Runtime, name: ObjectName, hidden: ObjectName, old_id: int | None,
             schedule_every_seconds=scheme.every_seconds,
             next_fire_time=first_fire_time(scheme),
         )
-        point_name_at(s, name, hidden, replaces_table=old_id is not None, retire_as=retirement(name))
+        point_name_at(s, name, hidden, replaces_table=replaces, retire_as=retirement(name))
     log.info("swapped the new definition of %s in (it was built as %s)", name, hidden)
 
 
