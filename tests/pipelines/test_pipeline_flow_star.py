@@ -148,3 +148,60 @@ def test_a_flow_branch_gives_the_table_columns_in_order(query: str, ddl: str, ex
 
     columns = [(f.name, f.dataType) for f in _fields("id BIGINT, kind STRING, amount DOUBLE, n BIGINT")]
     assert _branch(parse_query(query), _fields(ddl), columns).sql(DIALECT) == expected
+
+
+PYTHON = """from pyspark import pipelines as dp
+from pyspark.sql import DataFrame, SparkSession
+
+spark = SparkSession.active()
+dp.create_streaming_table("feed")
+
+
+@dp.append_flow(target="feed")
+def web_flow() -> DataFrame:
+    return spark.readStream.format("parquet").schema("id BIGINT, kind STRING, amount DOUBLE").load("{data}/web")
+
+
+@dp.append_flow(target="feed")
+def shop_flow() -> DataFrame:
+    return spark.readStream.format("parquet").schema("amount DOUBLE, kind STRING, id BIGINT").load("{data}/shop")
+
+
+@dp.append_flow(target="feed")
+def count_flow() -> DataFrame:
+    return spark.readStream.format("parquet").schema("n BIGINT, id BIGINT").load("{data}/counts")
+"""
+
+
+def _duckdb_feed(data: Path) -> list[tuple[Any, ...]]:
+    import duckdb
+
+    query = f"""SELECT id, kind, amount, NULL::BIGINT AS n FROM read_parquet('{data}/web/*.parquet')
+    UNION ALL SELECT id, kind, amount, NULL FROM read_parquet('{data}/shop/*.parquet')
+    UNION ALL SELECT id, NULL, NULL, n FROM read_parquet('{data}/counts/*.parquet')"""
+    return sorted(duckdb.sql(query).fetchall(), key=repr)
+
+
+def test_python_flows_of_all_columns_are_unioned_by_name(client: Any, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    _web(data, range(0, 4))
+    _shop(data, range(100, 103))
+    _write(data / "counts", "part-0.parquet", {"n": [7], "id": [500]})
+    spec = write_project(tmp_path / "p", {"feed.py": PYTHON.replace("{data}", str(data))})
+    load = lambda: load_project(spec, lambda: client.spark)  # noqa: E731
+
+    first = run_pipeline(client, load())
+    assert _results(first) == {"feed": ("SUCCESS", "FULL")}
+    assert list(client.table("feed").columns) == ["id", "kind", "amount", "n"]
+    rows = lambda: sorted((tuple(r) for r in client.table("feed").collect()), key=repr)  # noqa: E731
+    assert rows() == _duckdb_feed(data)
+
+    _web(data, range(4, 6), "part-1.parquet")
+    _shop(data, range(103, 104), "part-1.parquet")
+    second = run_pipeline(client, load())
+    assert _results(second) == {"feed": ("SUCCESS", "INCREMENTAL")}
+    assert (
+        second.results[0].reason
+        == "flows web_flow, shop_flow, count_flow: appended 3 rows (web_flow 2, shop_flow 1, count_flow 0)"
+    )
+    assert rows() == _duckdb_feed(data) and len(rows()) == 6 + 4 + 1

@@ -26,6 +26,7 @@ from sqlglot import exp
 
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.errors import SparkMvError
+from sparkmv.pipeline.flow_schema import merged_columns
 from sparkmv.pipeline.model import Dataset
 from sparkmv.pipeline.sql_run import ensure_paths, stored_text
 
@@ -48,8 +49,7 @@ def fold_sql_flows(client: Client, project: Project, table: Dataset) -> str:
 
     Raises:
         SparkMvError: ``<file>:<line>: flow <name>: ...`` for a flow Spark cannot analyse,
-            one giving a column twice, or one giving a column with another type than an
-            earlier flow (``UNABLE_TO_INFER_PIPELINE_TABLE_SCHEMA``).
+            and as :func:`sparkmv.pipeline.flow_schema.merged_columns` raises.
     """
     from sparkmv.refresh.analyze import run_select
 
@@ -62,50 +62,13 @@ def fold_sql_flows(client: Client, project: Project, table: Dataset) -> str:
         except SparkMvError as exc:
             raise SparkMvError(f"{flow.where}: flow {flow.name.name}: {exc}") from exc
         flows.append((flow, parse_query(text), fields))
-    columns = merged_columns(table, [(f, fields) for f, _, fields in flows])
+    given = [(f.where, f.name.name, fields) for f, _, fields in flows]
+    columns = [(c.name, c.data_type) for c in merged_columns(table.name.display, given)]
     branches = [_branch(query, fields, columns) for _, query, fields in flows]
     union: exp.Query = branches[0]
     for branch in branches[1:]:
         union = exp.union(union, branch, distinct=False, dialect=DIALECT)
     return union.sql(DIALECT)
-
-
-def merged_columns(table: Dataset, flows: list[tuple[Dataset, list[Any]]]) -> Columns:
-    """The table's columns from its flows' Spark fields (``StructField``), in order.
-
-    Raises:
-        SparkMvError: a flow giving one column twice, or a column with another type than
-            the flow that gave it first (types compared without nullability).
-    """
-    merged: dict[str, tuple[str, Any, Dataset]] = {}
-    for flow, fields in flows:
-        seen: set[str] = set()
-        for field in fields:
-            key = field.name.lower()
-            if key in seen:
-                raise SparkMvError(
-                    f"{flow.where}: flow {flow.name.name} gives column {field.name} twice: streaming table "
-                    f"{table.name.display} takes its flows' columns by name"
-                )
-            seen.add(key)
-            if key not in merged:
-                merged[key] = (field.name, field.dataType, flow)
-                continue
-            _, kind, first = merged[key]
-            old, new = _type_text(kind), _type_text(field.dataType)
-            if old != new:
-                raise SparkMvError(
-                    f"{flow.where}: flow {flow.name.name} gives column {field.name} as {new}, but flow "
-                    f"{first.name.name} gives it as {old}: the schema of streaming table {table.name.display} "
-                    f"cannot be inferred from its flows (UNABLE_TO_INFER_PIPELINE_TABLE_SCHEMA: Failed to merge "
-                    f'incompatible data types "{old}" and "{new}")'
-                )
-    return [(name, kind) for name, kind, _ in merged.values()]
-
-
-def _type_text(kind: Any) -> str:
-    """A Spark type as SQL text, upper case (``BIGINT``, ``DECIMAL(10,2)``, ``ARRAY<STRING>``)."""
-    return str(kind.simpleString()).upper()
 
 
 def _branch(query: exp.Query, fields: list[Any], columns: Columns) -> exp.Select:
