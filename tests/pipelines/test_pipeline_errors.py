@@ -100,22 +100,6 @@ def test_bad_spec(tmp_path: Path, spec: str, message: str) -> None:
             "materialized view m reads STREAM(src): only a streaming table or a flow reads a stream "
             "(read src without STREAM)",
         ),
-        (
-            {
-                "s.sql": "CREATE STREAMING TABLE s AS SELECT id, v FROM STREAM(src);\n"
-                "CREATE FLOW g AS INSERT INTO s BY NAME SELECT id, w FROM STREAM(other)"
-            },
-            "s.sql:2",
-            "flow g gives columns (id, w) but streaming table s has (id, v)",
-        ),
-        (
-            {
-                "s.sql": "CREATE STREAMING TABLE s AS SELECT id FROM STREAM(src);\n"
-                "CREATE FLOW g AS INSERT INTO s BY NAME SELECT * FROM STREAM(other)"
-            },
-            "s.sql:2",
-            "flow g: name every column (no *, no unnamed expression)",
-        ),
         ({"a.sql": MV_A, "b.sql": MV_A}, "b.sql:1", "dataset a is already defined at"),
         ({"p.py": "raise ValueError('boom in definitions')\n"}, "p.py", "ValueError: boom in definitions"),
         ({"n.txt": "x"}, "spark-pipeline.yml", "unsupported extension. Supported extensions are `.py` and `.sql`."),

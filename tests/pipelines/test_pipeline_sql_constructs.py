@@ -161,7 +161,7 @@ CREATE MATERIALIZED VIEW by_month (m STRING COMMENT 'the month', total DOUBLE, n
 CREATE VIEW big (m, big_total COMMENT 'x') AS SELECT m, total FROM by_month WHERE total > 10;
 CREATE MATERIALIZED VIEW over_big CLUSTER BY (m) AS SELECT * FROM big;
 SET spark.sql.ansi.enabled = false;
-CREATE MATERIALIZED VIEW scaled AS SELECT m, total * ${factor} AS t3, CAST('x' AS INT) AS bad FROM by_month;
+CREATE MATERIALIZED VIEW scaled AS SELECT m, total * ${{factor}} AS t3, CAST('x' AS INT) AS bad FROM by_month;
 """
 SDP_TABLES = {"by_month": ["m", "total", "n"], "over_big": ["m", "big_total"], "scaled": ["m", "t3", "bad"]}
 

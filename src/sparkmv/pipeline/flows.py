@@ -21,10 +21,13 @@ they are (``Dataset.python_flows``): they run as Spark streams (:mod:`sparkmv.pi
 One table's flows are all SQL or all Python. A sink (``dp.create_sink``) is fed by Python
 flows the same way (:mod:`sparkmv.pipeline.python_sinks`).
 
-``INSERT INTO t BY NAME`` matches columns by name, so every flow of a table with several flows
-must name its columns (no ``*``) and give the same set of names; each flow's select list is
-put in the first flow's order. Adding or changing a flow changes the table's query: the run
-then builds the table again from its sources (``sparkmv.pipeline.run``).
+``INSERT INTO t BY NAME`` matches columns by name: when every flow of a table with several
+flows is one SELECT naming the same set of columns, each flow's select list is put in the
+first flow's order here; otherwise (a flow selecting ``*``, an unnamed expression, flows
+naming different columns) the flows are folded when the run reaches the table, from their
+sources' schemas (:mod:`sparkmv.pipeline.sql_flows`: a column missing from a flow is NULL in
+its rows, as Spark's SDP merges the flows' schemas). Adding or changing a flow changes the
+table's query: the run then builds the table again from its sources (``sparkmv.pipeline.run``).
 """
 
 from __future__ import annotations
@@ -43,8 +46,8 @@ def fold_flows(datasets: list[Dataset]) -> list[Dataset]:
     Raises:
         PipelineDefinitionError: ``<file>:<line>: ...`` for a flow writing to something that is
             not a streaming table of the pipeline, a flow name used twice, a streaming table
-            with no flow, flows whose columns do not match, SQL and Python flows into one
-            table, or a materialized view or temporary view reading ``STREAM(t)``.
+            with no flow, SQL and Python flows into one table, or a materialized view or
+            temporary view reading ``STREAM(t)``.
     """
     tables = {d.name: d for d in datasets if d.kind in (STREAMING_TABLE, SINK)}
     fed: dict[ObjectName, list[Dataset]] = {name: [] for name in tables}
@@ -142,47 +145,46 @@ def _fold_python(table: Dataset, fed: list[Dataset]) -> None:
 
 def union_by_name(table: Dataset, flows: list[Dataset]) -> str:
     """One query appending every flow's rows, columns matched by name (rules in the module
-    docstring).
-
-    Raises:
-        PipelineDefinitionError: a flow of several with ``*``, an unnamed column or a set of
-            column names other than the first flow's (naming the flow).
+    docstring). When a flow of several is not one SELECT naming every column (``*``, an
+    unnamed expression), or the flows name different sets of columns, the flows are kept in
+    ``table.flow_queries`` and folded at run time (:mod:`sparkmv.pipeline.sql_flows`); the
+    query returned then is their plain ``UNION ALL``, which reads the same tables (the graph's
+    edges) but is not what is stored.
     """
     queries = [f.query or "" for f in flows]
     if len(flows) == 1:
         return queries[0]
-    selects = [_named_select(table, f, parse_query(q)) for f, q in zip(flows, queries, strict=True)]
-    order = [name for name, _ in selects[0][1]]
-    union: exp.Query = selects[0][0]
-    for flow, (select, items) in zip(flows[1:], selects[1:], strict=True):
-        names = dict(items)
-        if sorted(names) != sorted(order):
-            raise PipelineDefinitionError(
-                f"{flow.where}: flow {flow.name.display} gives columns ({', '.join(n for n, _ in items)}) "
-                f"but streaming table {table.name.display} has ({', '.join(order)})"
-            )
-        select.set("expressions", [names[n] for n in order])
-        union = exp.union(union, select, distinct=False, dialect=DIALECT)
-    return union.sql(DIALECT)
+    trees = [parse_query(q) for q in queries]
+    named = [_named_select(t) for t in trees]
+    order = [name for name, _ in named[0]] if named[0] is not None else []
+    if any(items is None or sorted(n for n, _ in items) != sorted(order) for items in named):
+        table.flow_queries = list(flows)
+        return _union(trees).sql(DIALECT)
+    for tree, items in zip(trees, named, strict=True):
+        names = dict(items or [])
+        tree.set("expressions", [names[n] for n in order])
+    return _union(trees).sql(DIALECT)
+
+
+def _union(queries: list[exp.Query]) -> exp.Query:
+    union = queries[0]
+    for query in queries[1:]:
+        union = exp.union(union, query, distinct=False, dialect=DIALECT)
+    return union
 
 
 Named = list[tuple[str, exp.Expression]]
 
 
-def _named_select(table: Dataset, flow: Dataset, query: exp.Query) -> tuple[exp.Select, Named]:
-    """``query``'s SELECT and its (lower-case output name, item) pairs."""
+def _named_select(query: exp.Query) -> Named | None:
+    """``query``'s (lower-case output name, item) pairs when it is one SELECT naming every
+    column, else None."""
     if not isinstance(query, exp.Select):
-        raise PipelineDefinitionError(
-            f"{flow.where}: flow {flow.name.display}: a streaming table with several flows needs each flow "
-            "to be one SELECT"
-        )
+        return None
     items: Named = []
     for item in query.expressions:
         name = item.alias_or_name
         if isinstance(item, exp.Star) or isinstance(item.unalias(), exp.Star) or not name or name == "*":
-            raise PipelineDefinitionError(
-                f"{flow.where}: flow {flow.name.display}: name every column (no *, no unnamed expression): "
-                f"streaming table {table.name.display} has several flows, matched BY NAME"
-            )
+            return None
         items.append((name.lower(), item))
-    return query, items
+    return items

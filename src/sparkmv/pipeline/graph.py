@@ -123,8 +123,17 @@ def resolved_query(graph: Graph, name: ObjectName, namespace: str) -> str:
     """
     ds = graph.datasets[name]
     assert ds.query is not None and ds.kind in REFRESHED_KINDS
-    tree = _inline(graph, parse_query(ds.query), namespace)
-    return tree.sql(dialect=DIALECT)
+    return inlined(graph, ds.query, namespace)
+
+
+def inlined(graph: Graph, query: str, namespace: str) -> str:
+    """``query`` with the temporary views of ``graph`` it reads inlined and its table names
+    qualified, as :func:`resolved_query` does for a dataset's own query (a flow's, say).
+
+    Raises:
+        PipelineDefinitionError: a temporary view defined in Python.
+    """
+    return _inline(graph, parse_query(query), namespace).sql(dialect=DIALECT)
 
 
 def _inline(graph: Graph, tree: exp.Query, namespace: str) -> exp.Query:

@@ -68,8 +68,10 @@ class Dataset:
             its rows (:func:`sparkmv.pipeline.python_schema.apply_schema`).
         cluster_by: ``cluster_by=`` (a layout hint: the table's sort order).
         sink_format / options: a sink's (``dp.create_sink``) format and options.
-        flow_queries: a SQL streaming table with several flows of which one selects ``*``:
-            each flow's query, unioned when the sources' schemas are known (at run time).
+        flow_queries: a SQL streaming table with several flows that cannot be folded from
+            the definitions alone (a ``*``, an unnamed expression, different column names):
+            its flows (the table's own ``AS SELECT`` first), folded when the run reaches it
+            (:mod:`sparkmv.pipeline.sql_flows`).
         auto_cdc: an AUTO CDC flow (:class:`sparkmv.pipeline.auto_cdc.AutoCdcFlow`), on the
             flow as defined and, once folded, on its streaming table.
     """

@@ -121,7 +121,7 @@ def refresh_streaming_table(
 
     Raises:
         SparkMvError: the name is another sparkmv object; a flow returns a batch DataFrame;
-            flows give different column names (naming the flow); a recorded checkpoint is
+            flows give one column two types (:mod:`.flow_schema`); a recorded checkpoint is
             missing; a stream failed (``<file>:<line>: flow <name>: ...``; the table is unchanged).
         StorageError: the commit failed (the table is unchanged).
     """
@@ -130,7 +130,8 @@ def refresh_streaming_table(
     ensure_not_sparkmv_object(client, name)
     store = client.runtime.iceberg
     frames = [(flow, normalize_for_iceberg(_streaming(name, flow, df))) for flow, df in frames]
-    columns = _columns(name, frames)
+    schema, frames = _by_name(name, frames)
+    columns = [f.name for f in schema.fields]
     if partition_by and partition_by not in [c.lower() for c in columns]:
         raise SparkMvError(
             f"{frames[0][0].where}: partition column {partition_by!r} is not a column of streaming table "
@@ -141,7 +142,7 @@ def refresh_streaming_table(
         _drop(client, name, checkpoints)
         reason = "its columns or layout changed: table recreated"
     if not store.exists(name):
-        store.create_table(name, spark_to_arrow(frames[0][1].schema), partition_by, sort)
+        store.create_table(name, spark_to_arrow(schema), partition_by, sort)
         reason = reason or "created"
     table = store.load(name)
     old = _state(table)
@@ -184,17 +185,30 @@ def _streaming(name: ObjectName, flow: PythonFlow, df: DataFrame) -> DataFrame:
     return df
 
 
-def _columns(name: ObjectName, frames: list[tuple[PythonFlow, DataFrame]]) -> list[str]:
-    """The table's columns: the first flow's; every other flow must give the same names."""
-    first = [f.name for f in frames[0][1].schema.fields]
-    for flow, df in frames[1:]:
-        names = [f.name for f in df.schema.fields]
-        if sorted(n.lower() for n in names) != sorted(n.lower() for n in first):
-            raise SparkMvError(
-                f"{flow.where}: flow {flow.name} gives columns ({', '.join(names)}) but streaming table "
-                f"{name.display} has ({', '.join(first)})"
-            )
-    return first
+def _by_name(
+    name: ObjectName, frames: list[tuple[PythonFlow, DataFrame]]
+) -> tuple[Any, list[tuple[PythonFlow, DataFrame]]]:
+    """The table's schema (a ``StructType``) inferred from its flows' as Spark's SDP infers it
+    (:mod:`.flow_schema`), and each flow's DataFrame giving those columns in order (a column
+    it lacks NULL)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StructField, StructType
+
+    from sparkmv.pipeline.flow_schema import merged_columns
+
+    given = [(flow.where, flow.name, list(df.schema.fields)) for flow, df in frames]
+    columns = merged_columns(name.display, given)
+    out = []
+    for flow, df in frames:
+        have = {f.name.lower(): f.name for f in df.schema.fields}
+        picked = [
+            F.col(f"`{have[c.name.lower()]}`").alias(c.name)
+            if c.name.lower() in have
+            else F.lit(None).cast(c.data_type).alias(c.name)
+            for c in columns
+        ]
+        out.append((flow, df.select(*picked)))
+    return StructType([StructField(c.name, c.data_type, c.nullable) for c in columns]), out
 
 
 def _state(table: Any) -> StreamState | None:

@@ -245,6 +245,10 @@ def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: s
         return _run_auto_cdc(client, project, ds, force, done)
     if ds.query is not None:
         with session_conf(client, ds.conf):  # the SETs before it in its file
+            if ds.flow_queries:  # folded now that its sources' schemas are known
+                from sparkmv.pipeline.sql_flows import fold_sql_flows
+
+                project.queries[ds.name] = fold_sql_flows(client, project, ds)
             prepare(client, project, ds, project.queries[ds.name])  # path tables, column list
             return _run_sql_mv(client, project, ds, force)
     if ds.python_flows:

@@ -17,7 +17,7 @@ from sqlglot import exp
 from sparkmv.analysis.paths import bind_paths
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.names import ObjectName
-from sparkmv.pipeline.graph import resolved_query
+from sparkmv.pipeline.graph import inlined, resolved_query
 from sparkmv.pipeline.model import Dataset
 from sparkmv.pipeline.sql_columns import ALIAS, check_schema, declared_ddl
 
@@ -30,6 +30,13 @@ def stored_query(project: Project, name: ObjectName) -> str:
     """The query sparkmv stores for SQL dataset ``name``: temporary views inlined
     (:func:`resolved_query`) and path references read as their external tables."""
     return bind_paths(resolved_query(project.graph, name, project.namespace), name.namespace)[0]
+
+
+def stored_text(project: Project, query: str, namespace: str) -> str:
+    """Any ``query`` of the project (a flow's, say) as :func:`stored_query` stores a
+    dataset's: temporary views inlined, path references read as their external tables
+    (one-word names of paths' tables in ``namespace``)."""
+    return bind_paths(inlined(project.graph, query, project.namespace), namespace)[0]
 
 
 def runs_alone(ds: Dataset) -> bool:
@@ -48,11 +55,7 @@ def prepare(client: Client, project: Project, ds: Dataset, query: str) -> None:
         SparkMvError: the query's schema does not match the declared one
             (:func:`sparkmv.pipeline.sql_columns.check_schema`).
     """
-    _, refs = bind_paths(resolved_query(project.graph, ds.name, project.namespace), ds.name.namespace)
-    if refs:
-        from sparkmv.services.path_tables import ensure_path_tables
-
-        ensure_path_tables(client.runtime, refs)
+    ensure_paths(client, project, ds)
     typed = [c for c in ds.columns if c.type is not None]
     if typed and _to_build(client, ds, query):
         from pyspark.sql.types import StructType
@@ -62,6 +65,20 @@ def prepare(client: Client, project: Project, ds: Dataset, query: str) -> None:
         produced = run_select(client.runtime, _inner(query), schema_only=True).schema
         declared = StructType.fromDDL(declared_ddl(typed))
         check_schema(ds.where, typed, produced, declared)
+
+
+def ensure_paths(client: Client, project: Project, ds: Dataset) -> None:
+    """Create the external tables of SQL dataset ``ds``'s path references (those that exist
+    are kept).
+
+    Raises:
+        SourceError: a path that does not exist or holds no data of its format.
+    """
+    _, refs = bind_paths(resolved_query(project.graph, ds.name, project.namespace), ds.name.namespace)
+    if refs:
+        from sparkmv.services.path_tables import ensure_path_tables
+
+        ensure_path_tables(client.runtime, refs)
 
 
 def _to_build(client: Client, ds: Dataset, query: str) -> bool:
