@@ -18,7 +18,7 @@ from sparkmv.errors import SparkMvError
 
 if TYPE_CHECKING:
     from sparkmv.pipeline.project import Project
-    from sparkmv.pipeline.run import DatasetResult
+    from sparkmv.pipeline.results import DatasetResult
 
 pipeline_app = typer.Typer(
     no_args_is_help=True,

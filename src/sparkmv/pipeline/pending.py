@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import REFRESHED_KINDS
 from sparkmv.pipeline.project import Project
-from sparkmv.pipeline.run import definition_changed
+from sparkmv.pipeline.sql_datasets import definition_changed
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client

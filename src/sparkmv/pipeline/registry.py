@@ -13,7 +13,7 @@ from sparkmv.pipeline.model import Dataset
 if TYPE_CHECKING:
     from sparkmv.client.client import Client
     from sparkmv.pipeline.project import Project
-    from sparkmv.pipeline.run import DatasetResult
+    from sparkmv.pipeline.results import DatasetResult
 
 
 def _entry(pipeline: str, ds: Dataset) -> PipelineDataset:

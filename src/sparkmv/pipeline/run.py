@@ -31,74 +31,32 @@ when any dataset failed.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.graph import Graph
 from sparkmv.pipeline.model import (
-    REFRESHED_KINDS,
-    SINK,
-    STREAMING_TABLE,
     TEMPORARY_VIEW,
     Dataset,
     PipelineDefinitionError,
 )
 from sparkmv.pipeline.project import Project
+from sparkmv.pipeline.python_datasets import run_auto_cdc, run_python_mv, run_python_table
 from sparkmv.pipeline.registry import record_result, register_project
+from sparkmv.pipeline.results import DatasetResult, NeedsDataset, RunResult, is_user_error, one_line
+from sparkmv.pipeline.sql_datasets import run_sql_mv
 from sparkmv.pipeline.sql_run import prepare, runs_alone, session_conf
 
 if TYPE_CHECKING:
-    from sparkmv.catalog.models import ObjectRow
     from sparkmv.client.client import Client
-    from sparkmv.refresh.result import RefreshRun
 
-KNOWN_PROPERTY_PREFIXES = ("session.",)
 MAX_CONCURRENT_FLOWS = "spark.sql.pipelines.execution.maxConcurrentFlows"
 """SDP's setting (the spec's ``configuration``): datasets refreshed at once."""
 DEFAULT_CONCURRENT_FLOWS = 16
 """SDP's default of :data:`MAX_CONCURRENT_FLOWS`."""
-
-
-@dataclass
-class DatasetResult:
-    """One line of the run's report."""
-
-    name: ObjectName
-    source: str  # "sql" or "python"
-    state: str  # SUCCESS, SKIPPED, FAILED, NOT RUN, EXCLUDED
-    technique: str | None = None  # FULL, PCT, INCREMENTAL, SKIP
-    reason: str | None = None
-    rows: int | None = None  # rows of the dataset after the run
-    started: datetime | None = None
-    finished: datetime | None = None
-    run_id: int | None = None
-    kind: str = "materialized view"  # or "streaming table"
-
-
-@dataclass
-class RunResult:
-    """The run: one result per materialized view, in the order they ran."""
-
-    pipeline: str
-    results: list[DatasetResult] = field(default_factory=list)
-
-    @property
-    def state(self) -> str:
-        return "FAILED" if any(r.state == "FAILED" for r in self.results) else "COMPLETED"
-
-
-class _NeedsDataset(Exception):
-    """A Python query function read pipeline dataset ``name``, not yet refreshed in this run."""
-
-    def __init__(self, name: ObjectName) -> None:
-        super().__init__(name.display)
-        self.name = name
 
 
 def run_pipeline(
@@ -166,7 +124,7 @@ def run_pipeline(
                 name, started = running.pop(future)
                 try:
                     finish(future.result(), started)
-                except _NeedsDataset as need:
+                except NeedsDataset as need:
                     graph.inputs.setdefault(name, []).append(need.name)
 
 
@@ -216,12 +174,12 @@ def _attempt(client: Client, project: Project, ds: Dataset, force: bool, done: s
     """Run one dataset (in a worker thread); a user's error is its FAILED report line."""
     try:
         return _run_one(client, project, ds, force, done)
-    except (_NeedsDataset, PipelineDefinitionError):
+    except (NeedsDataset, PipelineDefinitionError):
         raise
     except Exception as exc:
-        if not _is_user_error(exc):
+        if not is_user_error(exc):
             raise
-        return DatasetResult(ds.name, _source(ds), "FAILED", reason=_one_line(exc))
+        return DatasetResult(ds.name, _source(ds), "FAILED", reason=one_line(exc))
 
 
 def _not_run(
@@ -242,7 +200,7 @@ def _now() -> datetime:
 
 def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
     if ds.auto_cdc is not None:
-        return _run_auto_cdc(client, project, ds, force, done)
+        return run_auto_cdc(client, project, ds, force, done)
     if ds.query is not None:
         with session_conf(client, ds.conf):  # the SETs before it in its file
             if ds.flow_queries:  # folded now that its sources' schemas are known
@@ -250,331 +208,11 @@ def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: s
 
                 project.queries[ds.name] = fold_sql_flows(client, project, ds)
             prepare(client, project, ds, project.queries[ds.name])  # path tables, column list
-            return _run_sql_mv(client, project, ds, force)
+            return run_sql_mv(client, project, ds, force)
     if ds.python_flows:
-        return _run_python_table(client, project, ds, force, done)
-    return _run_python_mv(client, project, ds, force, done)
+        return run_python_table(client, project, ds, force, done)
+    return run_python_mv(client, project, ds, force, done)
 
 
 def _source(ds: Dataset) -> str:
     return "python" if ds.is_python else "sql"
-
-
-def sparkmv_properties(props: dict[str, str]) -> dict[str, str]:
-    """The ``TBLPROPERTIES`` that are sparkmv properties (the others are not kept)."""
-    from sparkmv.refresh.properties import KNOWN
-
-    return {k: v for k, v in props.items() if k in KNOWN or k.startswith(KNOWN_PROPERTY_PREFIXES)}
-
-
-def create_statement(name: ObjectName, ds: Dataset, query: str, replace_scheme: str | None = None) -> str:
-    """The sparkmv ``CREATE MATERIALIZED VIEW ... REFRESH DEFERRED AS`` of a SQL MV; with
-    ``replace_scheme``, ``CREATE OR REPLACE MATERIALIZED VIEW ... REFRESH <scheme> AS``
-    instead (built, then swapped in for the MV of that name)."""
-    parts = [f"CREATE {'OR REPLACE ' if replace_scheme else ''}MATERIALIZED VIEW {name.qualified}"]
-    if ds.partition_by:
-        parts.append(f"PARTITION BY {ds.partition_by}")
-    props = sparkmv_properties(ds.properties)
-    if props:
-        parts.append("PROPERTIES (" + ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in props.items()) + ")")
-    parts.append(f"REFRESH {replace_scheme} AS {query}" if replace_scheme else f"REFRESH DEFERRED AS {query}")
-    return " ".join(parts)
-
-
-def _quote(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-
-
-def _run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool, query: str | None = None) -> DatasetResult:
-    """Create, replace or refresh one SQL MV (``query``: a Python MV's translated query, else
-    the dataset's own); a failed first build drops what it created, a failed build of a
-    changed definition leaves the MV as it was."""
-    query = query or project.queries[ds.name]
-    with client.runtime.catalog.read() as s:
-        row = client.runtime.catalog.objects.find(s, ds.name)
-        stored = (row.kind, dict(row.properties or {}), definition_changed(row, query, ds)) if row else None
-        scheme = row.refresh_scheme if row else None
-    if stored is not None and stored[0] != "MATERIALIZED_VIEW":
-        raise SparkMvError(f"{ds.name.display} is already a sparkmv {stored[0].lower().replace('_', ' ')}")
-    if stored is not None and stored[2]:
-        return _replace_sql_mv(client, project, ds, query, scheme or "MANUAL")
-    created = stored is None
-    if created:
-        client.sql(create_statement(ds.name, ds, query), raise_on_failure=True)
-    else:
-        changed = {k: v for k, v in sparkmv_properties(ds.properties).items() if stored and stored[1].get(k) != v}
-        if changed:
-            props = ", ".join(f"{_quote(k)} = {_quote(v)}" for k, v in changed.items())
-            client.sql(f"ALTER MATERIALIZED VIEW {ds.name.qualified} SET PROPERTIES ({props})")
-    if project.refresh_scheme is not None and (created or scheme != project.refresh_scheme):
-        client.sql(f"ALTER MATERIALIZED VIEW {ds.name.qualified} REFRESH {project.refresh_scheme}")
-    try:
-        run = client.refresh(ds.name, force=force and not created)
-    except Exception:
-        if created:
-            client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {ds.name.qualified}")
-        raise
-    if run.state not in ("SUCCESS", "SKIPPED") and created:
-        client.sql(f"DROP MATERIALIZED VIEW IF EXISTS {ds.name.qualified}")
-    return _sql_result(client, ds, run, "created" if created else None)
-
-
-def definition_changed(row: ObjectRow, query: str, ds: Dataset) -> bool:
-    """True when SQL dataset ``ds`` (its resolved ``query``) differs from the MV ``row`` the
-    catalog stores for it: another query or partition column (the MV is then replaced)."""
-    return row.definition != query or (row.partition_by or None) != ds.partition_by
-
-
-def _replace_sql_mv(client: Client, project: Project, ds: Dataset, query: str, scheme: str) -> DatasetResult:
-    """A SQL MV whose query or partition column changed: the new definition is built hidden
-    and swapped in atomically (``CREATE OR REPLACE``, :mod:`sparkmv.services.replace`), with
-    the spec's refresh scheme or else the MV's own; a failed build leaves the MV as it was."""
-    statement = create_statement(ds.name, ds, query, replace_scheme=project.refresh_scheme or scheme)
-    run = client.execute(statement).run
-    assert run is not None  # CREATE OR REPLACE always returns its build run
-    if run.state in ("SUCCESS", "SKIPPED"):
-        return _sql_result(client, ds, run, "definition changed: replaced")
-    return _sql_result(client, ds, run, "definition changed: not replaced, the MV is left as it was")
-
-
-def _sql_result(client: Client, ds: Dataset, run: RefreshRun, note: str | None) -> DatasetResult:
-    """The report line of SQL dataset ``ds`` after ``run`` (``note``: what was done first)."""
-    reason = run.error if run.state in ("FAILED", "CANCELLED") else run.reason
-    if note:
-        reason = f"{note}; {reason}" if reason else note
-    state = "FAILED" if run.state == "CANCELLED" else run.state
-    rows = _table_rows(client, ds.name) if state != "FAILED" else None
-    if ds.kind == STREAMING_TABLE:
-        flows = f"flows {', '.join(ds.flows)}"
-        reason = f"{flows}; {reason}" if reason else flows
-    return DatasetResult(ds.name, "sql", state, run.mode, reason, rows, run.started, run.finished, run.run_id, ds.kind)
-
-
-def _table_rows(client: Client, name: ObjectName) -> int | None:
-    """Rows of the current snapshot of MV ``name``'s Iceberg table (its summary's total)."""
-    snap = client.runtime.iceberg.load(name).current_snapshot()
-    total = snap.summary.get("total-records") if snap is not None and snap.summary is not None else None
-    return int(total) if total is not None else 0 if snap is None else None
-
-
-def _run_python_mv(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
-    from sparkmv.pipeline.python_mv import refresh_python_mv
-    from sparkmv.pipeline.python_plan import translate
-
-    bound: list[str] = []
-    try:
-        df = _with_schema(ds, _call(client, project, ds, bound, done))
-        translated = translate(df, _bound_tables(project, bound))
-        if translated.query is not None:  # kept as a SQL MV: SKIP, PCT, INCREMENTAL or FULL as AUTO chooses
-            return dataclasses.replace(
-                _run_python_as_sql(client, project, ds, force, translated.query), source="python"
-            )
-        refreshed = refresh_python_mv(client, ds.name, df, ds.function, force, ds.partition_by, translated.reason)
-    finally:
-        for view in bound:
-            client.spark.catalog.dropTempView(view)
-    return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
-
-
-def _with_schema(ds: Dataset, df: Any) -> Any:
-    """``df`` with ``ds``'s declared ``schema=`` applied (:mod:`.python_schema`)."""
-    if ds.schema is None:
-        return df
-    from sparkmv.pipeline.python_schema import apply_schema
-
-    return apply_schema(df, ds.schema, ds.name.display)
-
-
-def _bound_tables(project: Project, bound: list[str]) -> dict[str, str]:
-    """The temporary views of ``bound`` that are sparkmv tables, to their qualified names."""
-    tables = {}
-    for view in bound:
-        name = ObjectName(project.namespace, view.lower())
-        ds = project.graph.datasets.get(name)
-        if ds is None or ds.kind != TEMPORARY_VIEW:
-            tables[view.lower()] = name.qualified
-    return tables
-
-
-def _run_python_as_sql(client: Client, project: Project, ds: Dataset, force: bool, query: str) -> DatasetResult:
-    """A Python MV kept as the SQL MV of ``query``; the plain table an earlier run kept it
-    as is replaced atomically (:func:`~sparkmv.pipeline.python_mv.replace_plain_table`)."""
-    from sparkmv.pipeline.python_mv import replace_plain_table
-
-    with client.runtime.catalog.read() as s:
-        known = client.runtime.catalog.objects.find(s, ds.name) is not None
-    if known or not client.runtime.iceberg.exists(ds.name):
-        return _run_sql_mv(client, project, ds, force, query)
-    run = replace_plain_table(client, create_statement(ds.name, ds, query, project.refresh_scheme or "MANUAL"))
-    return _sql_result(client, ds, run, "its table replaced by a SQL materialized view of its plan")
-
-
-def _run_python_table(
-    client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]
-) -> DatasetResult:
-    """A streaming table fed by Python flows (:mod:`.python_stream`) or a sink
-    (:mod:`.python_sinks`); ``@dp.table`` whose function returns a batch DataFrame is kept
-    as a Python MV."""
-    from sparkmv.pipeline.python_mv import refresh_python_mv
-    from sparkmv.pipeline.python_sinks import refresh_sink
-    from sparkmv.pipeline.python_stream import checkpoint_root, refresh_streaming_table
-
-    bound: list[str] = []
-    storage = checkpoint_root(project.spec.storage, project.spec.root)
-    try:
-        frames, feeds = _flow_frames(client, project, ds, bound, done, storage)
-        if ds.kind == SINK:
-            refreshed = refresh_sink(client, ds, frames, storage, force, feeds)
-        elif ds.function is not None and len(frames) == 1 and not frames[0][1].isStreaming:
-            refreshed = refresh_python_mv(client, ds.name, frames[0][1], ds.function, force)
-            return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
-        else:
-            refreshed = refresh_streaming_table(
-                client, ds.name, frames, storage, force, ds.partition_by, ds.cluster_by, feeds
-            )
-    finally:
-        for view in bound:
-            client.spark.catalog.dropTempView(view)
-    return DatasetResult(
-        ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows, kind=ds.kind
-    )
-
-
-def _flow_frames(
-    client: Client, project: Project, ds: Dataset, bound: list[str], done: set[ObjectName], storage: str
-) -> tuple[list[tuple[Any, Any]], dict[str, list[Any]]]:
-    """Each Python flow's DataFrame (``schema=`` applied), and the feeds of the sparkmv tables
-    each reads with ``spark.readStream.table`` (:mod:`.python_feeds`)."""
-    from sparkmv.pipeline.python_feeds import feed_directory, streamed_tables
-    from sparkmv.pipeline.python_stream import streaming_error
-
-    frames, feeds = [], {}
-    for flow in ds.python_flows:
-        directory = lambda source, flow=flow: feed_directory(storage, ds.name, flow.name, source)  # noqa: E731
-        try:
-            with streamed_tables(client, lambda text: _streamed(client, project, text, done), directory) as read:
-                frames.append((flow, _with_schema(ds, _call(client, project, ds, bound, done, flow.function))))
-            feeds[flow.name] = read
-        except _NeedsDataset:
-            raise
-        except Exception as exc:
-            if not _is_user_error(exc):
-                raise
-            raise streaming_error(flow, exc) from exc
-    return frames, feeds
-
-
-def _streamed(client: Client, project: Project, text: str, done: set[ObjectName]) -> ObjectName | None:
-    """The sparkmv table ``spark.readStream.table(text)`` reads (a pipeline dataset or a
-    sparkmv table), else None (Spark reads it).
-
-    Raises:
-        _NeedsDataset: a pipeline dataset this run has not refreshed yet.
-    """
-    try:
-        name = ObjectName.parse(text.replace("`", ""))
-    except Exception:
-        return None
-    if "." not in text:
-        name = ObjectName(project.namespace, name.name)
-    ds = project.graph.datasets.get(name)
-    if ds is not None and ds.kind in REFRESHED_KINDS:
-        if name not in done:
-            raise _NeedsDataset(name)
-        return name
-    return name if ds is None and client.runtime.iceberg.exists(name) else None
-
-
-def _run_auto_cdc(client: Client, project: Project, ds: Dataset, force: bool, done: set[ObjectName]) -> DatasetResult:
-    """A streaming table fed by an AUTO CDC flow (:mod:`.auto_cdc`): its source is a pipeline
-    dataset defined in Python (its function's stream) or a table Spark reads as a stream."""
-    from sparkmv.pipeline.auto_cdc import refresh_auto_cdc
-    from sparkmv.pipeline.python_stream import checkpoint_root
-
-    flow = ds.auto_cdc
-    source = project.graph.datasets.get(flow.source)
-    bound: list[str] = []
-    try:
-        if source is not None and (source.function is not None or len(source.python_flows) == 1):
-            function = source.function or source.python_flows[0].function
-            df = _call(client, project, source, bound, done, function)
-        else:
-            df = client.spark.readStream.table(flow.source.qualified)
-        storage = checkpoint_root(project.spec.storage, project.spec.root)
-        refreshed = refresh_auto_cdc(client, ds.name, flow, df, storage, force)
-    finally:
-        for view in bound:
-            client.spark.catalog.dropTempView(view)
-    language = "python" if flow.file.suffix == ".py" else "sql"
-    return DatasetResult(
-        ds.name, language, refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows, kind=ds.kind
-    )
-
-
-def _call(
-    client: Client,
-    project: Project,
-    ds: Dataset,
-    bound: list[str],
-    done: set[ObjectName],
-    function: Callable[[], Any] | None = None,
-) -> Any:
-    """``ds``'s DataFrame (``function`` or its own function called, or its SQL run), every table
-    name Spark cannot resolve bound to a temporary view first (the names bound are added to
-    ``bound``; ``done``: the datasets this run has finished with).
-
-    Raises:
-        _NeedsDataset: it reads a pipeline MV that this run has not refreshed yet.
-    """
-    spark = client.spark
-    function = function or ds.function
-    for _ in range(1000):
-        try:
-            if function is not None:
-                df = function()
-            else:
-                df = spark.sql(ds.query or "")
-            _ = df.schema  # analysed now, so an unknown table surfaces here
-            return df
-        except Exception as exc:
-            missing = _missing_table(exc)
-            if missing is None or missing in bound:
-                raise
-            _bind(client, project, missing, bound, done)
-    raise SparkMvError(f"{ds.where}: too many tables read")  # pragma: no cover
-
-
-def _bind(client: Client, project: Project, view: str, bound: list[str], done: set[ObjectName]) -> None:
-    """Bind temporary view ``view`` to a pipeline temporary view or a sparkmv table."""
-    name = ObjectName(project.namespace, view.lower())
-    ds = project.graph.datasets.get(name)
-    if ds is not None and ds.kind == TEMPORARY_VIEW:
-        df = _call(client, project, ds, bound, done)
-    elif ds is not None and ds.kind in REFRESHED_KINDS and name not in done:
-        raise _NeedsDataset(name)
-    else:
-        df = client.table(name.qualified)
-    df.createOrReplaceTempView(view)
-    bound.append(view)
-
-
-def _missing_table(exc: Exception) -> str | None:
-    """The one-part table name of Spark's TABLE_OR_VIEW_NOT_FOUND error, else None."""
-    condition = getattr(exc, "getCondition", lambda: None)()
-    if condition != "TABLE_OR_VIEW_NOT_FOUND":
-        return None
-    params: dict[str, Any] = getattr(exc, "getMessageParameters", dict)() or {}
-    relation = str(params.get("relationName", "")).replace("`", "")
-    return relation if relation and "." not in relation else None
-
-
-def _is_user_error(exc: BaseException) -> bool:
-    from sparkmv.storage.spark_log import is_spark_error
-
-    return isinstance(exc, SparkMvError) or is_spark_error(exc)
-
-
-def _one_line(exc: BaseException) -> str:
-    from sparkmv.storage.spark_log import spark_error_line
-
-    return str(exc) if isinstance(exc, SparkMvError) else spark_error_line(exc)
