@@ -95,15 +95,21 @@ def _mv_rows(client: Any, table: str) -> list[tuple[Any, ...]]:
     return sorted(tuple(str(r[c]) for c in TABLES[table]) for r in client.table(table).collect())
 
 
-@pytest.fixture
-def work(tmp_path: Path) -> Path:
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "spark-defaults.conf").write_text(
+def sdp_defaults(root: Path) -> None:
+    """``root/conf/spark-defaults.conf`` for ``spark-pipelines`` (``SPARK_CONF_DIR=root/conf``):
+    a Derby Hive metastore and warehouse under ``root``, so its tables outlive one run."""
+    (root / "conf").mkdir()
+    (root / "conf" / "spark-defaults.conf").write_text(
         "spark.sql.catalogImplementation hive\n"
-        f"spark.sql.warehouse.dir {tmp_path / 'warehouse'}\n"
-        f"spark.hadoop.javax.jdo.option.ConnectionURL jdbc:derby:;databaseName={tmp_path / 'metastore'};create=true\n"
+        f"spark.sql.warehouse.dir {root / 'warehouse'}\n"
+        f"spark.hadoop.javax.jdo.option.ConnectionURL jdbc:derby:;databaseName={root / 'metastore'};create=true\n"
         "spark.sql.shuffle.partitions 2\nspark.ui.enabled false\n"
     )
+
+
+@pytest.fixture
+def work(tmp_path: Path) -> Path:
+    sdp_defaults(tmp_path)
     for tool in ("sdp", "sparkmv"):
         _sales(tmp_path / f"{tool}-sales")
         (tmp_path / tool / "transformations").mkdir(parents=True)

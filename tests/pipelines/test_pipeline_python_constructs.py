@@ -19,6 +19,7 @@ from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import PipelineDefinitionError
 from sparkmv.pipeline.project import load_project
 from sparkmv.pipeline.run import run_pipeline
+from tests.pipelines.test_against_spark_pipelines import sdp_defaults
 from tests.pipelines.test_pipeline_python_stream import batch, by_name, write_json
 from tests.pipelines.test_pipeline_sql import states, write_project
 
@@ -202,13 +203,7 @@ def test_spark_pipelines_gives_the_same_tables_and_sinks(
 
     defs = DEFS.replace("BIGINT", "INT").replace('dp.create_sink("outd", "delta", {{"path": "{out}/delta"}})\n', "")
     defs = defs[: defs.index('\n\n@dp.append_flow(target="outd")')] + "\n"
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "spark-defaults.conf").write_text(
-        "spark.sql.catalogImplementation hive\n"
-        f"spark.sql.warehouse.dir {tmp_path / 'warehouse'}\n"
-        f"spark.hadoop.javax.jdo.option.ConnectionURL jdbc:derby:;databaseName={tmp_path / 'metastore'};create=true\n"
-        "spark.sql.shuffle.partitions 2\nspark.ui.enabled false\n"
-    )
+    sdp_defaults(tmp_path)
     dirs = {}
     for tool in ("sdp", "sparkmv"):
         src1, src2, out = tmp_path / f"{tool}-src1", tmp_path / f"{tool}-src2", tmp_path / f"{tool}-out"

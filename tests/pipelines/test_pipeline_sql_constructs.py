@@ -159,7 +159,7 @@ SDP_SQL = """CREATE TEMPORARY VIEW s AS SELECT * FROM parquet.`{sales}`;
 CREATE MATERIALIZED VIEW by_month (m STRING COMMENT 'the month', total DOUBLE, n BIGINT)
   PARTITIONED BY (m, n) AS SELECT m, sum(amount) AS total, count(*) AS n FROM s GROUP BY m;
 CREATE VIEW big (m, big_total COMMENT 'x') AS SELECT m, total FROM by_month WHERE total > 10;
-CREATE MATERIALIZED VIEW over_big CLUSTER BY (m) AS SELECT * FROM big;
+CREATE MATERIALIZED VIEW over_big AS SELECT * FROM big;
 SET spark.sql.ansi.enabled = false;
 CREATE MATERIALIZED VIEW scaled AS SELECT m, total * ${{factor}} AS t3, CAST('x' AS INT) AS bad FROM by_month;
 """
@@ -167,6 +167,7 @@ SDP_TABLES = {"by_month": ["m", "total", "n"], "over_big": ["m", "big_total"], "
 
 
 @pytest.mark.slow
+@pytest.mark.long
 def test_constructs_give_the_tables_spark_pipelines_gives(client: Any, work: Path) -> None:  # noqa: F811
     """Both tools run the same project on their copy of the data (``work``: the fixture of
     :mod:`tests.pipelines.test_against_spark_pipelines`, its SQL and Python files replaced)."""

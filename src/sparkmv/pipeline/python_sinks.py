@@ -113,13 +113,9 @@ def _run(client: Client, sink: Dataset, flow: PythonFlow, df: DataFrame, checkpo
         with warehouse.open_output(marker) as f:
             f.write(b"")
 
-    query = (
-        df.writeStream.foreachBatch(write_batch)
-        .trigger(availableNow=True)
-        .option("checkpointLocation", warehouse.spark_path(checkpoint))
-        .start()
-    )
-    query.awaitTermination()
+    from sparkmv.pipeline.python_stream import run_available_now
+
+    run_available_now(df, write_batch, checkpoint)
     return written[0]
 
 

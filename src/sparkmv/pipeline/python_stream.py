@@ -44,7 +44,7 @@ again, as a change of its columns does.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -247,6 +247,16 @@ def _run_stream(
         else:
             batch.write.mode("overwrite").parquet(f"{spark_staging}/batch-{batch_id}")
 
+    run_available_now(df, write_batch, checkpoint)
+
+
+def run_available_now(df: DataFrame, write_batch: Callable[[DataFrame, int], None], checkpoint: str) -> None:
+    """Run stream ``df`` over the rows available now, then stop (``trigger(availableNow=True)``),
+    each micro-batch handed to ``write_batch(batch, batch_id)``, progress in ``checkpoint``.
+
+    Raises:
+        StreamingQueryException: when a batch fails (the checkpoint keeps the last good one).
+    """
     query = (
         df.writeStream.foreachBatch(write_batch)
         .trigger(availableNow=True)
