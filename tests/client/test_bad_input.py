@@ -325,7 +325,8 @@ CASES: list[tuple[str, str, type[SparkMvError], str]] = [
         "bad_format",
         "CREATE EXTERNAL TABLE t2 USING avro LOCATION '{data}/sales'",
         SparkMvError,
-        r"^cannot create external table 't2': unknown format 'avro' \(USING parquet \| csv \| json \| orc \| text \| delta\)$",
+        r"^cannot create external table 't2': unknown format 'avro' "
+        r"\(USING parquet \| csv \| json \| orc \| text \| delta\)$",
     ),
     (
         "options_on_parquet",
