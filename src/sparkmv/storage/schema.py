@@ -7,7 +7,9 @@ view's output is normalised before it is written: ``tinyint``/``smallint`` becom
 
 from __future__ import annotations
 
+import inspect
 import json
+from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
@@ -37,6 +39,12 @@ def _normal_type(dtype: DataType) -> DataType | None:
     return None
 
 
+_UTC_TIMESTAMPS: dict[str, Any] = (
+    {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_schema).parameters else {}
+)
+"""pyspark 4.3's ``to_arrow_schema`` takes the zone of ``TIMESTAMP`` columns; 4.1's is UTC."""
+
+
 def normalize_for_iceberg(df: DataFrame) -> DataFrame:
     """Cast the columns Iceberg cannot store to the nearest type it can.
 
@@ -56,8 +64,10 @@ def normalize_for_iceberg(df: DataFrame) -> DataFrame:
 
 
 def spark_to_arrow(schema: StructType) -> pa.Schema:
-    """Arrow schema of a Spark schema, every field nullable (files may be stricter)."""
-    arrow = to_arrow_schema(schema)
+    """Arrow schema of a Spark schema, every field nullable (files may be stricter); a Spark
+    ``TIMESTAMP`` is an Arrow timestamp in UTC (Iceberg ``timestamptz``), as pyspark 4.1's
+    default ``timestamp_utc=True`` gives it; pyspark 4.3 asks for the zone (``timezone``)."""
+    arrow = to_arrow_schema(schema, **_UTC_TIMESTAMPS)
     return pa.schema([f.with_nullable(True) for f in arrow])
 
 
