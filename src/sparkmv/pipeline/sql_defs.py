@@ -126,7 +126,7 @@ def _statement(sql: str, path: Path, line: int, ctx: FileContext) -> Dataset:
         ds.target = _name(c, ctx.namespace)
         c.accept("BY", "NAME")  # columns are always matched by name
     ds.query, ds.streams = unstream(_qualified(c.rest(), ctx), ctx.namespace)
-    if columns:
+    if columns and not persisted_view:  # spark-pipelines (4.3) keeps a view's own column names
         ds.query = project_columns(ds.query, columns)
         ds.columns = columns
     return ds
