@@ -12,7 +12,9 @@ deterministically (seeded).
 
 Steps and what sparkmv is compared with:
 
-The spec's ``storage`` line is replaced by the copy's own ``pipeline-storage`` folder.
+The spec's ``storage`` line is replaced by the copy's own ``pipeline-storage`` folder, and a
+``corpus.data`` key of its ``configuration`` by the copy's absolute ``data`` folder (SQL reads
+it as ``${corpus.data}``, Spark's variable substitution).
 
 - ``initial``: ``spark-pipelines run`` against ``sparkmv pipeline run``, both on fresh copies.
 - ``append``: new files in both copies, then ``spark-pipelines run`` (a streaming flow reads
@@ -121,6 +123,7 @@ def prepare(project: str, work: Path) -> dict[str, Path]:
         gen.generate(folder / "data", "initial")
         spec = folder / "spark-pipeline.yml"  # SDP wants an absolute URI: the copy's own folder
         text = re.sub(r"(?m)^storage: .*$", f"storage: file://{folder / 'pipeline-storage'}", spec.read_text())
+        text = re.sub(r"(?m)^(\s+corpus\.data): .*$", lambda m, data=folder / "data": f"{m.group(1)}: {data}", text)
         spec.write_text(text)
     conf = work / "conf"
     conf.mkdir()
@@ -137,6 +140,9 @@ def run_sdp(work: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """``spark-pipelines <args> --remote local[2]`` in the ``sdp`` copy (its own JVM)."""
     env = {**os.environ, "SPARK_CONF_DIR": str(work / "conf"), "PYSPARK_PYTHON": sys.executable}
     env["PATH"] = f"{BIN}:{env.get('PATH', '')}"
+    # pyspark's local Connect server takes port 15002 unless SPARK_TESTING is set (then an
+    # ephemeral port, which its client finds): two runs at once would collide otherwise
+    env["SPARK_TESTING"] = "1"
     cmd = [str(BIN / "spark-pipelines"), *args, "--remote", "local[2]"]
     return subprocess.run(cmd, cwd=work / "sdp", env=env, capture_output=True, text=True, timeout=TIMEOUT)
 

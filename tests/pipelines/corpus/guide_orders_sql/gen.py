@@ -1,12 +1,12 @@
 """Input of guide_orders_sql: order Parquet files (epoch seconds over a few days, repeated
-customers, NULL customer ids) and a customers CSV file (seeded)."""
+customers, NULL customer ids) and a customers JSON file (seeded)."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
 
-from tests.pipelines.corpus_data import csv_file, maybe, parquet
+from tests.pipelines.corpus_data import json_lines, maybe, parquet
 
 DATASETS = {
     "orders_source": "table",
@@ -35,14 +35,14 @@ def orders(path: Path, seed: int, first: int, count: int) -> None:
 
 def customers(path: Path) -> None:
     states = ["CA", "NY", "TX", None]
-    csv_file(path, ["customer_id", "state"], [[i, states[i % 4]] for i in range(1, 8)])
+    json_lines(path, [{"customer_id": i, "state": states[i % 4]} for i in range(1, 8)])
 
 
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(3):
             orders(data / "orders" / f"part-{k}.parquet", k, k * 100, 20)
-        customers(data / "customers" / "customers.csv")
+        customers(data / "customers" / "customers.json")
     elif step == "append":
         orders(data / "orders" / "part-3.parquet", 3, 300, 9)
     elif step == "mutate":

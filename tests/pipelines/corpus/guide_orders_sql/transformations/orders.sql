@@ -2,7 +2,7 @@ CREATE STREAMING TABLE orders
 AS SELECT * FROM STREAM orders_source;
 
 CREATE MATERIALIZED VIEW customers
-AS SELECT customer_id, state FROM csv.`data/customers`;
+AS SELECT customer_id, state FROM json.`data/customers`;
 
 CREATE MATERIALIZED VIEW customer_orders
 AS SELECT

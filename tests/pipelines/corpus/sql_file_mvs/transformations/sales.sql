@@ -1,6 +1,6 @@
 CREATE TEMPORARY VIEW sales_clean AS
 SELECT region, item, qty, price, qty * price AS revenue
-FROM parquet.`data/sales`
+FROM parquet.`${corpus.data}/sales`
 WHERE qty IS NOT NULL;
 
 CREATE MATERIALIZED VIEW revenue_by_region
@@ -12,7 +12,7 @@ GROUP BY region, item;
 
 CREATE MATERIALIZED VIEW sales_with_items AS
 SELECT s.region, s.item, s.qty, i.category
-FROM sales_clean s JOIN json.`data/items` i ON s.item = i.item;
+FROM sales_clean s JOIN json.`${corpus.data}/items` i ON s.item = i.item;
 
 CREATE MATERIALIZED VIEW top_region AS
 SELECT region, revenue FROM revenue_by_region

@@ -7,7 +7,7 @@ CREATE MATERIALIZED VIEW readings (
 CLUSTER BY (site, sensor)
 COMMENT 'every reading'
 TBLPROPERTIES ('quality' = 'bronze')
-AS SELECT sensor, site, reading, ts FROM parquet.`data/readings`;
+AS SELECT sensor, site, reading, ts FROM parquet.`${corpus.data}/readings`;
 
 CREATE MATERIALIZED VIEW site_stats
 CLUSTER BY (site)

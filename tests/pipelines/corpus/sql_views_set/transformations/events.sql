@@ -2,7 +2,7 @@ SET spark.sql.ansi.enabled = false;
 
 CREATE MATERIALIZED VIEW events
 PARTITIONED BY (day, kind)
-AS SELECT id, kind, day, value FROM json.`data/events`;
+AS SELECT id, kind, day, value FROM json.`${corpus.data}/events`;
 
 -- a persisted view over a pipeline dataset
 CREATE VIEW big_events AS SELECT id, kind, day, value FROM events WHERE value > 5;
