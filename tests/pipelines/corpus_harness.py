@@ -56,6 +56,7 @@ STEPS = ("initial", "append", "mutate")
 BIN = Path(sys.executable).parent
 SDP_ARGS = {"initial": ("run",), "append": ("run",), "mutate": ("run", "--full-refresh-all")}
 TIMEOUT = 900
+HIDDEN_PREFIX = "__smv_"
 _LINE = re.compile(
     r"^\S+ -> \S+  (\S+) \((.*?)\)  (SUCCESS|SKIPPED|FAILED|NOT RUN|EXCLUDED)  (\S+)  rows (\S+)\s*(.*)$"
 )
@@ -248,7 +249,9 @@ def sparkmv_rows(work: Path, names: list[str], database: str | None) -> dict[str
             table = catalog.load_table((database or "default", name)).scan().to_arrow()
         except Exception:  # not an Iceberg table of sparkmv's (refused, failed, a view)
             continue
-        out[name] = normalize(table.column_names, table.to_pylist())
+        # sparkmv's own state columns (``__smv_count``, ...) are not the MV's: left out
+        columns = [c for c in table.column_names if not c.startswith(HIDDEN_PREFIX)]
+        out[name] = normalize(columns, table.select(columns).to_pylist())
     catalog.engine.dispose()
     return out
 
@@ -309,6 +312,13 @@ def compare(project: str, step: str, work: Path, sdp: subprocess.CompletedProces
     return out
 
 
+def sdp_error(sdp: subprocess.CompletedProcess[str]) -> str:
+    """The exception lines of a failed ``spark-pipelines`` run (its stack traces left out)."""
+    lines = (sdp.stdout + sdp.stderr).splitlines()
+    found = [x for x in lines if re.search(r"(Exception|Error)\b.*: |^\[[A-Z_]+\]", x) and not x.startswith("\tat ")]
+    return "\n".join(dict.fromkeys(found)) or "\n".join(lines[-20:])
+
+
 def refused(smv: subprocess.CompletedProcess[str]) -> bool:
     """sparkmv refused the project before running any dataset (exit 1, no report line)."""
     return smv.returncode != 0 and not report_lines(smv.stdout)
@@ -328,7 +338,7 @@ def run_project(project: str, work: Path, steps: tuple[str, ...] = STEPS) -> lis
         t0 = time.monotonic()
         sdp = run_sdp(work, *SDP_ARGS[step])
         t1 = time.monotonic()
-        assert sdp.returncode == 0, f"spark-pipelines {step} of {project} failed:\n" + (sdp.stdout + sdp.stderr)[-3000:]
+        assert sdp.returncode == 0, f"spark-pipelines {step} of {project} failed: {sdp_error(sdp)}"
         smv = run_sparkmv(work, "run")
         t2 = time.monotonic()
         outcome = compare(project, step, work, sdp, smv)
