@@ -23,6 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.pipelines.corpus_harness import StepOutcome, details, projects, run_project, table
 
 
+def _write(out: Path, outcomes: list[StepOutcome]) -> None:
+    out.write_text("## SDP corpus\n\n" + table(outcomes) + "\n```\n" + details(outcomes) + "```\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("projects", nargs="*", help="projects of tests/pipelines/corpus (default: all)")
@@ -38,8 +42,8 @@ def main() -> int:
                 continue
         outcomes += mine
         print(details(mine), flush=True)
-    text = "## SDP corpus\n\n" + table(outcomes) + "\n```\n" + details(outcomes) + "```\n"
-    args.out.write_text(text)
+        _write(args.out, outcomes)  # after each project: the whole corpus takes long
+    _write(args.out, outcomes)
     print(table(outcomes))
     return 0
 

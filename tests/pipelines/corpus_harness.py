@@ -373,6 +373,8 @@ def details(outcomes: list[StepOutcome]) -> str:
     lines = []
     for o in outcomes:
         lines.append(f"{o.project} {o.step} (sparkmv vs {o.sdp_command}; seconds {o.seconds})")
+        if o.sparkmv_error:
+            lines.append(f"  sparkmv exit {o.sparkmv_exit}: {o.sparkmv_error}")
         for d in o.datasets:
             mark = "equal" if d.equal else "DIFFERENT"
             lines.append(

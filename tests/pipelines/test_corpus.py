@@ -22,7 +22,17 @@ pytestmark = [pytest.mark.spark, pytest.mark.slow]
 FAST = ("init_template", "sql_file_mvs")
 """In ``make test``: Python and SQL MVs over files, a temporary view, a partitioned MV."""
 
-MISSING: dict[str, str] = {}
+_CDC_HERE = (
+    "; and spark-pipelines itself fails on it with the Derby metastore's Parquet tables (its AUTO CDC "
+    "target needs a table with row-level operations)"
+)
+MISSING: dict[str, str] = {
+    "auto_cdc_python": "AUTO CDC flows (dp.create_auto_cdc_flow) are refused" + _CDC_HERE,
+    "auto_cdc_sql": "CREATE FLOW ... AS AUTO CDC INTO and FROM STREAM name without parentheses" + _CDC_HERE,
+    "guide_flows_python": "spark.readStream.table of a pipeline dataset in an append flow",
+    "guide_orders_sql": "a relative path in a path reference (json.`data/customers`: 'is a relative path')",
+    "python_sink_partitions": "sinks (dp.create_sink) and partition_cols of two columns in a Python MV",
+}
 """Project -> the construct sparkmv refuses or gets wrong today (the test is xfail)."""
 
 
