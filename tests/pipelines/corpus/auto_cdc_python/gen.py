@@ -32,8 +32,8 @@ def changes(path: Path, seed: int, first_seq: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(2):
-            changes(data / "changes" / f"c-{k}.json", k, k * 100, 15)
+            changes(data / "changes" / f"c-{k}.json", k, k * 1000, 100)
     elif step == "append":
-        changes(data / "changes" / "c-2.json", 2, 200, 10)
+        changes(data / "changes" / "c-2.json", 2, 2000, 10)
     elif step == "mutate":
         (data / "changes" / "c-0.json").unlink()

@@ -29,8 +29,8 @@ def changes(path: Path, seed: int, first_seq: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(2):
-            changes(data / "changes" / f"c-{k}.parquet", k, k * 100, 12)
+            changes(data / "changes" / f"c-{k}.parquet", k, k * 1000, 100)
     elif step == "append":
-        changes(data / "changes" / "c-2.parquet", 2, 200, 6)
+        changes(data / "changes" / "c-2.parquet", 2, 2000, 6)
     elif step == "mutate":
         (data / "changes" / "c-1.parquet").unlink()

@@ -28,8 +28,8 @@ def customers(path: Path, seed: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(2):
-            customers(data / "west" / f"w-{k}.json", k, 7)
-            customers(data / "east" / f"e-{k}.json", 20 + k, 6)
+            customers(data / "west" / f"w-{k}.json", k, 60)
+            customers(data / "east" / f"e-{k}.json", 20 + k, 50)
     elif step == "append":
         customers(data / "west" / "w-2.json", 2, 3)
     elif step == "mutate":

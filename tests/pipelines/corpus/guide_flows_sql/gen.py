@@ -35,8 +35,8 @@ def customers(path: Path, coast: str, seed: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(2):
-            customers(data / "west" / f"w-{k}.parquet", "west", k, 10)
-            customers(data / "east" / f"e-{k}.parquet", "east", 10 + k, 8)
+            customers(data / "west" / f"w-{k}.parquet", "west", k, 80)
+            customers(data / "east" / f"e-{k}.parquet", "east", 10 + k, 60)
     elif step == "append":
         customers(data / "west" / "w-2.parquet", "west", 2, 5)
         customers(data / "east" / "e-2.parquet", "east", 12, 4)

@@ -28,12 +28,12 @@ def orders(path: Path, seed: int, first: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(3):
-            orders(data / "orders" / f"orders-{k}.json", k, k * 50, 15)
+            orders(data / "orders" / f"orders-{k}.json", k, k * 1000, 120)
         csv_file(
             data / "customers" / "c.csv", ["customer_id", "state"], [[i, "WA" if i % 2 else None] for i in range(1, 6)]
         )
     elif step == "append":
-        orders(data / "orders" / "orders-3.json", 3, 150, 6)
-        orders(data / "orders" / "orders-4.json", 4, 160, 4)
+        orders(data / "orders" / "orders-3.json", 3, 3000, 6)
+        orders(data / "orders" / "orders-4.json", 4, 4000, 4)
     elif step == "mutate":
         (data / "orders" / "orders-2.json").unlink()

@@ -41,9 +41,9 @@ def customers(path: Path) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(3):
-            orders(data / "orders" / f"part-{k}.parquet", k, k * 100, 20)
+            orders(data / "orders" / f"part-{k}.parquet", k, k * 1000, 150)
         customers(data / "customers" / "customers.json")
     elif step == "append":
-        orders(data / "orders" / "part-3.parquet", 3, 300, 9)
+        orders(data / "orders" / "part-3.parquet", 3, 3000, 9)
     elif step == "mutate":
-        orders(data / "orders" / "part-1.parquet", 11, 100, 5)  # rewritten with other rows
+        orders(data / "orders" / "part-1.parquet", 11, 1000, 5)  # rewritten with other rows

@@ -23,8 +23,8 @@ def generate(data: Path, step: str) -> None:
     folder = data / "numbers"
     if step == "initial":
         for k in range(3):
-            _file(folder / f"part-{k}.parquet", k * 10, 10, seed=k)
+            _file(folder / f"part-{k}.parquet", k * 100, 100, seed=k)
     elif step == "append":
-        _file(folder / "part-3.parquet", 30, 7, seed=3)
+        _file(folder / "part-3.parquet", 300, 7, seed=3)
     elif step == "mutate":
-        _file(folder / "part-1.parquet", 10, 4, seed=11)  # rewritten: fewer rows
+        _file(folder / "part-1.parquet", 100, 4, seed=11)  # rewritten: fewer rows

@@ -29,8 +29,8 @@ def trips(path: Path, seed: int, first: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(3):
-            trips(data / "trips" / f"t-{k}.json", k, k * 100, 14)
+            trips(data / "trips" / f"t-{k}.json", k, k * 1000, 120)
     elif step == "append":
-        trips(data / "trips" / "t-3.json", 3, 300, 6)
+        trips(data / "trips" / "t-3.json", 3, 3000, 6)
     elif step == "mutate":
         (data / "trips" / "t-0.json").unlink()

@@ -29,7 +29,7 @@ def _sales(path: Path, seed: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(3):
-            _sales(data / "sales" / f"part-{k}.parquet", k, 25)
+            _sales(data / "sales" / f"part-{k}.parquet", k, 200)
         rows = [{"item": i, "category": "stone" if i in ("plum", "apple") else "soft"} for i in ITEMS[:4]]
         json_lines(data / "items" / "items.json", rows)
     elif step == "append":

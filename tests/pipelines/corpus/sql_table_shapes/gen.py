@@ -19,7 +19,7 @@ def readings(path: Path, seed: int, count: int) -> None:
             "sensor": [f"s{rnd.randint(1, 6)}" for _ in range(count)],
             "site": [rnd.choice(["lab", "roof", None]) for _ in range(count)],
             "reading": [maybe(rnd, round(rnd.uniform(-5, 30), 3)) for _ in range(count)],
-            "ts": [1000 + seed * 100 + i for i in range(count)],
+            "ts": [1000 + seed * 1000 + i for i in range(count)],
         },
         {"reading": "float64", "site": "string"},
     )
@@ -28,7 +28,7 @@ def readings(path: Path, seed: int, count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(3):
-            readings(data / "readings" / f"r-{k}.parquet", k, 15)
+            readings(data / "readings" / f"r-{k}.parquet", k, 120)
     elif step == "append":
         readings(data / "readings" / "r-3.parquet", 3, 10)
     elif step == "mutate":

@@ -28,7 +28,7 @@ def events(path: Path, seed: int, days: list[str], count: int) -> None:
 def generate(data: Path, step: str) -> None:
     if step == "initial":
         for k in range(3):
-            events(data / "events" / f"e-{k}.json", k, ["2024-05-01", "2024-05-02"], 12)
+            events(data / "events" / f"e-{k}.json", k, ["2024-05-01", "2024-05-02"], 100)
     elif step == "append":
         events(data / "events" / "e-3.json", 3, ["2024-05-02", "2024-05-03"], 8)
     elif step == "mutate":
