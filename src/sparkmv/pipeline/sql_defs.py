@@ -37,6 +37,7 @@ before anything runs.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -167,17 +168,25 @@ def _qualified(query: str, ctx: FileContext) -> str:
     return tree.sql(DIALECT) if changed else query
 
 
+_PART = r"(?:`[^`]+`|[A-Za-z_]\w*)"
+_STREAM_KEYWORD = re.compile(rf"(\b(?:FROM|JOIN)\s+)STREAM\s+(?!\()({_PART}(?:\.{_PART})*)", re.I)
+"""``FROM STREAM t`` (SDP's spelling without parentheses) read as ``FROM STREAM(t)``."""
+
+
 def unstream(query: str, namespace: str) -> tuple[str, list[ObjectName]]:
     """``query`` with each ``STREAM(t)`` read as ``t``, and the tables read so (one-word
     names in ``namespace``; ``STREAM(parquet.`/p`)``: the path's table).
 
     >>> unstream("SELECT a FROM STREAM(src) AS s WHERE a > 1", "default")
     ('SELECT a FROM src AS s WHERE a > 1', [ObjectName(namespace='default', name='src')])
+    >>> unstream("SELECT * FROM STREAM src", "default")[0]  # the programming guide's spelling
+    'SELECT * FROM src'
 
     Raises:
         SparkMvError: the query does not parse (naming the position), or ``STREAM`` is not
             given one table name.
     """
+    query = _STREAM_KEYWORD.sub(r"\1STREAM(\2)", query)
     tree = parse_query(query)  # a syntax error here names its position before anything runs
     streams: list[ObjectName] = []
     for table in list(tree.find_all(exp.Table)):
