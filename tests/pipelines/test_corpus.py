@@ -3,8 +3,8 @@ and by ``sparkmv pipeline run`` on its own copy of the generated data: every dat
 after the first run, after appended files and after a removed or rewritten file (against
 ``spark-pipelines run --full-refresh-all`` for that step: see :mod:`corpus_harness`).
 
-Each project costs three ``spark-pipelines`` JVMs and three sparkmv CLI runs: the fast
-projects would run in ``make test`` (none now: each is four spark-pipelines runs), the corpus is ``long`` (``make test-slow``). A project
+Each project costs four ``spark-pipelines`` JVMs and three sparkmv CLI runs, so the whole
+corpus is ``long`` (``make test-slow``); ``FAST`` names projects to run in ``make test``. A project
 sparkmv cannot run yet is ``xfail`` naming the construct it lacks (not strict: it passes once
 the construct lands).
 """

@@ -185,3 +185,24 @@ def test_constructs_give_the_tables_spark_pipelines_gives(client: Any, work: Pat
         data = pads.dataset(str(work / "warehouse" / table), format="parquet", partitioning="hive").to_table()
         expected = sorted(tuple(str(r[c]) for c in columns) for r in data.to_pylist())
         assert sorted(tuple(str(r[c]) for c in columns) for r in client.table(table).collect()) == expected, table
+
+
+def test_relative_path_and_stream_without_parentheses(client: Any, tmp_path: Path) -> None:
+    """A relative ``format.`path``` is read from the spec's folder (where ``spark-pipelines``
+    runs), and ``FROM STREAM t`` (the programming guide's spelling) reads stream ``t``."""
+    root = tmp_path / "p"
+    sql = (
+        "CREATE MATERIALIZED VIEW by_month AS SELECT m, count(*) AS n FROM parquet.`data/sales` GROUP BY m;\n"
+        "CREATE STREAMING TABLE feed AS SELECT m, id FROM STREAM by_month_src WHERE id > 1;\n"
+        "CREATE MATERIALIZED VIEW by_month_src AS SELECT m, id FROM parquet.`data/sales`;\n"
+    )
+    spec = project(root, {"a.sql": sql})
+    sales = monthly_sales(root / "data" / "sales", 2, 3)
+    result = run_pipeline(client, load_project(spec))
+    assert result.state == "COMPLETED", result
+    assert rows(client, "by_month", ["m", "n"]) == duck(
+        f"SELECT m, count(*) FROM read_parquet('{sales}/*/*.parquet', hive_partitioning = true) GROUP BY m"
+    )
+    assert rows(client, "feed", ["m", "id"]) == duck(
+        f"SELECT m, id FROM read_parquet('{sales}/*/*.parquet', hive_partitioning = true) WHERE id > 1"
+    )

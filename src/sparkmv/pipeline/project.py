@@ -60,7 +60,7 @@ def load_project(spec_path: Path, start_spark: Callable[[], Any] | None = None) 
     datasets: list[Dataset] = []
     for path in files:
         if path.suffix == ".sql":
-            datasets.extend(load_sql_file(path, namespace, spec.configuration))
+            datasets.extend(load_sql_file(path, namespace, spec.configuration, spec.root))
     python = [p for p in files if p.suffix == ".py"]
     if python:
         from sparkmv.pipeline.python_defs import load_python_file

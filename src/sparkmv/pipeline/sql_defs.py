@@ -43,7 +43,7 @@ from pathlib import Path
 
 from sqlglot import exp
 
-from sparkmv.analysis.paths import path_ref
+from sparkmv.analysis.paths import PATH_FORMATS, path_ref
 from sparkmv.analysis.query import DIALECT, parse_query
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
@@ -63,10 +63,13 @@ from sparkmv.sql.parser import properties_clause
 from sparkmv.sql.script import shift_position, split_statements
 
 
-def load_sql_file(path: Path, namespace: str, variables: Mapping[str, str] | None = None) -> list[Dataset]:
+def load_sql_file(
+    path: Path, namespace: str, variables: Mapping[str, str] | None = None, root: Path | None = None
+) -> list[Dataset]:
     """The datasets defined in SQL file ``path`` (names without a namespace get ``namespace``,
     or the one of the ``USE SCHEMA`` before them); ``variables``: the spec's configuration,
-    for ``${key}``.
+    for ``${key}``; ``root``: the folder a relative ``format.`path``` is read from (the
+    spec's, where ``spark-pipelines`` runs).
 
     Raises:
         PipelineDefinitionError: ``<path>: <problem> (statement N)`` for the first statement
@@ -80,7 +83,7 @@ def load_sql_file(path: Path, namespace: str, variables: Mapping[str, str] | Non
     ctx = FileContext(namespace, namespace)
     for number, (piece, line, col) in enumerate(split_statements(text), 1):
         try:
-            piece = substitute(piece, variables or {})
+            piece = absolute_paths(substitute(piece, variables or {}), root)
             if not ctx.apply(piece):
                 out.append(_statement(piece, path, line, ctx))
         except SparkMvError as exc:
@@ -166,6 +169,21 @@ def _qualified(query: str, ctx: FileContext) -> str:
         table.set("db", exp.to_identifier(ctx.namespace))
         changed = True
     return tree.sql(DIALECT) if changed else query
+
+
+_RELATIVE_PATH = re.compile(rf"\b({'|'.join(PATH_FORMATS)})\.`(?![/`])(?![A-Za-z][\w+.-]*:)([^`]+)`", re.I)
+
+
+def absolute_paths(sql: str, root: Path | None) -> str:
+    """``sql`` with each relative ``format.`path``` made absolute under ``root`` (unchanged
+    when ``root`` is None).
+
+    >>> absolute_paths("SELECT * FROM json.`data/x` JOIN parquet.`/abs` JOIN csv.`s3://b/k`", Path("/p"))
+    'SELECT * FROM json.`/p/data/x` JOIN parquet.`/abs` JOIN csv.`s3://b/k`'
+    """
+    if root is None:
+        return sql
+    return _RELATIVE_PATH.sub(lambda m: f"{m.group(1)}.`{(root / m.group(2)).as_posix()}`", sql)
 
 
 _PART = r"(?:`[^`]+`|[A-Za-z_]\w*)"
