@@ -135,12 +135,14 @@ def test_failing_replacement_exits_1_from_the_command(make_client: Any, sales: P
     assert _hidden(client) == []
 
 
+# The LIMIT (above every row) keeps the plan from translating to SQL, so these tests exercise
+# the plain-table kind of Python MV (a translatable plan is kept as a SQL MV).
 PY_OLD = """from pyspark import pipelines as dp
 from pyspark.sql import SparkSession, functions as F
 
 @dp.materialized_view
 def py_counts():
-    return SparkSession.active().table("sales").groupBy("m").agg(F.count("*").alias("n"))
+    return SparkSession.active().table("sales").groupBy("m").agg(F.count("*").alias("n")).limit(1000000)
 """
 PY_NEW = PY_OLD.replace('F.count("*").alias("n")', 'F.max("id").alias("top"), F.count("*").alias("n")')
 PY_READER = "CREATE MATERIALIZED VIEW py_reader AS SELECT m, n FROM py_counts WHERE n > 1"
