@@ -24,6 +24,10 @@ from sparkmv.pipeline.run import RunResult, run_pipeline
 from tests.pipelines.test_pipeline_sql import write_project
 
 pytestmark = [pytest.mark.spark]
+NEEDS_PYTHON_API = pytest.mark.skipif(
+    not hasattr(__import__("pyspark.pipelines").pipelines, "create_auto_cdc_flow"),
+    reason="dp.create_auto_cdc_flow is pyspark 4.3's (the SQL form runs on 4.1 too)",
+)
 
 SCHEMA = "id BIGINT, name STRING, city STRING, op STRING, seq BIGINT"
 CHANGES = f'''from pyspark import pipelines as dp
@@ -170,10 +174,7 @@ def by_name(result: RunResult, name: str) -> Any:
     [
         pytest.param(
             "python",
-            marks=pytest.mark.skipif(
-                not hasattr(__import__("pyspark.pipelines").pipelines, "create_auto_cdc_flow"),
-                reason="dp.create_auto_cdc_flow is pyspark 4.3's (the SQL form runs on 4.1 too)",
-            ),
+            marks=NEEDS_PYTHON_API,
         ),
         "sql",
     ],
@@ -209,6 +210,7 @@ def test_auto_cdc_scd1_and_scd2_over_three_runs(client: Any, tmp_path: Path, lan
     }
 
 
+@NEEDS_PYTHON_API
 def test_bad_auto_cdc_definitions_are_refused_with_sparks_message(client: Any, tmp_path: Path) -> None:
     from sparkmv.pipeline.model import PipelineDefinitionError
 
@@ -235,6 +237,7 @@ def test_bad_auto_cdc_definitions_are_refused_with_sparks_message(client: Any, t
     )
 
 
+@NEEDS_PYTHON_API
 def test_unknown_key_column_fails_the_flow_and_writes_nothing(client: Any, tmp_path: Path) -> None:
     src = tmp_path / "feed"
     write_feed(src, 0)
