@@ -159,3 +159,26 @@ def test_external_catalog_table_page(catalog: Client, tmp_path: Path) -> None:
     assert f"<tr><th>snapshot / version</th><td>{snapshot.snapshot_id}</td></tr>" in text
     assert '<a href="/objects/mv_lake">mv_lake</a>' in text.split("<h2>Read by</h2>")[1]
     assert app.get("/api/objects/lake.db.events").json()["table"]["partitions"] == 2
+
+
+def test_pipelines_page_lists_every_dataset(catalog: Client) -> None:
+    from sparkmv.catalog.pipelines import PipelineDataset
+
+    store = catalog.runtime.catalog.pipelines
+    mv, py = ObjectName("default", "mv_fresh"), ObjectName("default", "py_totals")
+    store.register(
+        "shop",
+        [
+            PipelineDataset("shop", mv, "materialized view", "sql", "/p/t/a.sql", 3),
+            PipelineDataset("shop", py, "materialized view", "python", "/p/t/defs.py", 9),
+        ],
+    )
+    done = datetime(2026, 12, 1, 10, 0, 0, tzinfo=UTC).replace(tzinfo=None)
+    store.record("shop", PipelineDataset("shop", py, "", "", "", 1, "SUCCESS", "FULL", "recomputed", 4, done, done))
+    page = TestClient(create_app(catalog)).get("/pipelines").text
+    assert re.findall(r'<tr class="dataset" data-name="(\w+)">', page) == ["mv_fresh", "py_totals"]
+    assert '<a href="/objects/mv_fresh">mv_fresh</a>' in page  # a sparkmv MV links to its page
+    assert "<td>py_totals</td>" in page and '<td class="kind">python materialized view</td>' in page
+    assert '<td class="state">SUCCESS</td><td class="technique">FULL</td>\n<td>4</td>' in page
+    assert "<code>/p/t/defs.py:9</code>" in page and "2 datasets of <code>sparkmv.pipeline_datasets</code>" in page
+    assert '<a href="/pipelines" id="nav-pipelines">' in page

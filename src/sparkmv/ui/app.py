@@ -130,6 +130,17 @@ def rewrite_page(request: Request) -> Response:
     return _render(request, "rewrite.html", rows=rows, mv=mv, limit=REWRITE_ROWS, title="query rewrite")
 
 
+def pipelines_page(request: Request) -> Response:
+    """Every dataset of the pipeline projects run (``sparkmv.pipeline_datasets``); the ones
+    that are sparkmv objects link to their page."""
+    ui: UiState = request.app.state.ui
+    rt = ui.client.runtime
+    rows = rt.catalog.pipelines.list()
+    with rt.catalog.read() as s:
+        objects = {ObjectName(r.namespace, r.name).display for r in rt.catalog.objects.list(s)}
+    return _render(request, "pipelines.html", rows=rows, objects=objects, title="pipelines")
+
+
 def graph_svg_fragment(request: Request) -> Response:
     ui: UiState = request.app.state.ui
     return Response(graph_svg(object_views(ui.client.runtime, ui.cache)), media_type="image/svg+xml")
@@ -275,6 +286,7 @@ def create_app(client: Client, allow_actions: bool = False, token: str | None = 
         Route("/runs", runs_html),
         Route("/runs/{run_id:int}", run_page),
         Route("/rewrite", rewrite_page),
+        Route("/pipelines", pipelines_page),
         Route("/api/objects", api_objects),
         Route("/api/objects/{name}", api_object),
         Route("/api/objects/{name}/progress", api_progress),
