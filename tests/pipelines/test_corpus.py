@@ -42,11 +42,6 @@ MISSING: dict[str, str] = {
         "spark-pipelines' customers_us held one of its two append flows' rows (16 of 36; its Parquet table "
         "folder had one _spark_metadata/0, as if the second flow's batch 0 was skipped); sparkmv keeps both"
     ),
-    "guide_orders_sql": (
-        "FROM STREAM name without parentheses (the guide's form) read as a table named stream, and a relative "
-        "path in a path reference (json.`data/customers`: 'is a relative path')"
-    ),
-    "python_sink_partitions": "partition_cols of two columns in a Python MV ('partitions a table by one column')",
 }
 """Project -> the construct sparkmv refuses or gets wrong today (the test is xfail)."""
 

@@ -225,3 +225,17 @@ def test_python_mv_partition_cols_partition_its_table(client: Any, sales: Path, 
         third.results[0].reason or ""
     )
     assert _rows(client, "py_counts") == expected
+
+
+def test_python_mv_with_two_partition_cols_is_partitioned_by_the_first(
+    client: Any, sales: Path, tmp_path: Path
+) -> None:
+    """As a SQL ``PARTITIONED BY (a, b)``: partitioned by the first column, the same rows."""
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    two = PY_OLD.replace("@dp.materialized_view", '@dp.materialized_view(partition_cols=["m", "n"])')
+    spec = write_project(tmp_path / "py", {"counts.py": two})
+    assert states(run_pipeline(client, load_project(spec, lambda: client.spark))) == {"py_counts": ("SUCCESS", "FULL")}
+    store = client.runtime.iceberg
+    assert store.partition_column(store.load(ObjectName.parse("py_counts"))) == "m"
+    expected = sorted(tuple(r) for r in client.sql("SELECT m, count(*) FROM sales GROUP BY m").collect())
+    assert _rows(client, "py_counts") == expected

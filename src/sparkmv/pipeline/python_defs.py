@@ -20,7 +20,7 @@ decorators declare becomes datasets:
 - ``dp.create_sink(name, format, options)``: a sink fed by ``@dp.append_flow(target=name)``
   (:mod:`sparkmv.pipeline.python_sinks`).
 
-``partition_cols`` (one column), ``cluster_by`` (the table's sort order: a layout hint) and
+``partition_cols`` (the first column), ``cluster_by`` (the table's sort order: a layout hint) and
 ``schema`` (a DDL string or ``StructType``: :mod:`sparkmv.pipeline.python_schema`) are kept;
 ``format`` other than ``iceberg`` is refused (sparkmv keeps every dataset as an Iceberg table).
 pyspark 4.3's ``append_flow`` has no ``once`` parameter (SDP's one-time flows are not in its
@@ -185,14 +185,13 @@ def _sink(output: Any, namespace: str, path: Path, line: int) -> Dataset:
 
 
 def _table_options(ds: Dataset, output: Any, where: str) -> None:
-    """``partition_cols`` (one column at most), ``table_properties``, ``cluster_by``,
+    """``partition_cols`` (partitioned by the first, as a SQL ``PARTITIONED BY (a, b)``: the
+    rows are the same), ``table_properties``, ``cluster_by``,
     ``schema`` (checked: a DDL string that parses, or a ``StructType``); a ``format`` other
     than ``iceberg`` is refused."""
     from sparkmv.pipeline.python_schema import parse_schema
 
     cols = list(output.partition_cols or [])
-    if len(cols) > 1:
-        raise PipelineDefinitionError(f"{where}: sparkmv partitions a table by one column")
     ds.partition_by = cols[0].lower() if cols else None
     ds.properties = dict(output.table_properties or {})
     ds.cluster_by = [c.lower() for c in (output.cluster_by or [])]
