@@ -174,7 +174,7 @@ def by_name(result: RunResult, name: str) -> Any:
     [
         pytest.param(
             "python",
-            marks=NEEDS_PYTHON_API,
+            marks=[NEEDS_PYTHON_API, pytest.mark.long],  # the SQL form runs the same engine in make test
         ),
         "sql",
     ],
