@@ -53,7 +53,7 @@ def test_migrations_from_empty_create_every_table_at_head(catalog_url: str) -> N
         tables = set(inspect(cat.db.engine).get_table_names())
         assert SMV_TABLES <= tables
         assert "smv_alembic_version" in tables
-        assert migrate.current_revision(cat.db.engine) == migrate.head_revision() == "0008"
+        assert migrate.current_revision(cat.db.engine) == migrate.head_revision() == "0009"
         columns = {c["name"] for c in inspect(cat.db.engine).get_columns("smv_objects")}
         assert {"namespace", "name", "kind", "state", "current_run_id", "lease_owner", "lease_expires"} <= columns
     finally:
@@ -73,10 +73,10 @@ def test_reopen_is_a_no_op_and_keeps_rows(catalog_url: str, monkeypatch: pytest.
     monkeypatch.setattr(alembic.command, "upgrade", no_upgrade)
     again = Catalog.open(catalog_url)
     try:
-        assert migrate.current_revision(again.db.engine) == "0008"
+        assert migrate.current_revision(again.db.engine) == "0009"
         with again.transaction() as s:
             versions = s.execute(text("SELECT version_num FROM smv_alembic_version")).scalars().all()
-            assert versions == ["0008"]
+            assert versions == ["0009"]
             assert again.objects.by_id(s, object_id).name == "mv1"
     finally:
         again.close()

@@ -87,9 +87,13 @@ def test_status_and_runs(home: tuple[Path, subprocess.CompletedProcess[str]]) ->
     result = run(path, "runs", "by_month", "--format", "csv")
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert lines[0] == "run,trigger,mode,state,chunks,partitions,rows,files +/-,started,duration s,reason / error"
+    assert lines[0] == (
+        "run,trigger,mode,state,chunks,partitions,rows,files +/-,started,duration s,where the time went,reason / error"
+    )
     assert lines[1].startswith("1,MANUAL,")
     assert ",SUCCESS," in lines[1] and ",2/2," in lines[1]
+    assert all(f"{phase} " in lines[1] for phase in ("plan", "pin", "compute", "commit", "catalog")), lines[1]
+    assert " Spark jobs " in lines[1], lines[1]
     assert "chunk,partitions,completed,rows,files,bytes,attempts,seconds,checkpoint" in lines
     # The default format is a table.
     result = run(path, "status")

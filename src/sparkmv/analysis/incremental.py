@@ -66,15 +66,17 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
     query not maintained whole is split into stages (:mod:`sparkmv.analysis.stages`).
 
     ``columns`` (qualified base table -> its column names), when given, lets a query that is
-    refused as written be analyzed again with its unqualified columns qualified by their
-    table (:func:`~sparkmv.analysis.qualify.qualify_unqualified`; an outer join must know
-    each column's side); the refusal as written is kept when that does not help.
+    refused as written, or maintained only by affected-key recomputation, be analyzed again
+    resolved (stars expanded, unqualified columns qualified by their table:
+    :func:`~sparkmv.analysis.qualify.qualify_unqualified`; an outer join must know each
+    column's side, a derived table under a join is merged only when qualified); the analysis
+    as written is kept when that does not help.
 
     Raises:
         AnalysisError: for malformed table names (as :func:`~sparkmv.analysis.query.table_name`).
     """
     analysis = _analyze(query, columns)
-    if analysis.reason is None or not columns:
+    if (analysis.reason is None and analysis.keyed is None) or not columns:
         return analysis
     from sparkmv.analysis.qualify import qualify_unqualified
 
@@ -82,6 +84,8 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
     if qualified == query:
         return analysis
     again = _analyze(qualified)
+    if analysis.reason is None:  # keyed as written: the delta rules of the resolved form are cheaper
+        return again if again.reason is None and again.keyed is None else analysis
     return analysis if again.reason is not None else again
 
 

@@ -123,6 +123,9 @@ class TaskRunRow(Base):
     """Data files the run's chunks staged (None: the run committed nothing)."""
     files_replaced: Mapped[int | None] = mapped_column(Integer, nullable=True)
     """Data files the run's commits removed from the table (None: the run committed nothing)."""
+    timings: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    """Where the run's time went: seconds per phase and its Spark jobs
+    (:mod:`sparkmv.refresh.timing`); None for runs stored before it was recorded."""
 
 
 class ProgressRow(Base):

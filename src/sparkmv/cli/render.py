@@ -101,8 +101,10 @@ def pipeline_dataset_rows(datasets: list[PipelineDataset], objects: set[str]) ->
 
 def run_rows(runs: list[RefreshRun]) -> tuple[list[str], list[list[Any]]]:
     """Columns and rows of ``sparkmv runs``."""
+    from sparkmv.refresh.timing import breakdown_text
+
     cols = ["run", "trigger", "mode", "state", "chunks", "partitions", "rows", "files +/-", "started", "duration s"]
-    cols.append("reason / error")
+    cols += ["where the time went", "reason / error"]
     rows = [
         [
             r.run_id,
@@ -115,6 +117,7 @@ def run_rows(runs: list[RefreshRun]) -> tuple[list[str], list[list[Any]]]:
             None if r.files_written is None else f"{r.files_written}/{r.files_replaced or 0}",
             r.started,
             round(r.duration_seconds, 2) if r.duration_seconds is not None else None,
+            breakdown_text(r.timings) or None,
             r.error or r.reason,
         ]
         for r in runs

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
     from sparkmv.analysis.rewrite import RewriteResult
     from sparkmv.catalog.pipelines import PipelineDataset
     from sparkmv.refresh.lifecycle import ProgressCallback
+    from sparkmv.refresh.passes import PassResult
     from sparkmv.refresh.planner import RefreshRequest
     from sparkmv.refresh.recovery import RecoveryOutcome
     from sparkmv.services.status import MvStatus
@@ -130,6 +132,8 @@ class Client:
         result = execute_statement(self, statement, progress, prefer_rows)
         if raise_on_failure and result.run is not None:
             check_run(result.run)
+        if raise_on_failure and result.failure is not None:
+            raise RefreshFailedError(result.failure, result)
         return result
 
     def rewrite(self, sql: str) -> RewriteResult:
@@ -184,6 +188,44 @@ class Client:
         request = RefreshRequest(force, start, end, automatic=trigger != Trigger.MANUAL)
         run = refresh_mv(self.runtime, mv, trigger, request, progress)
         return check_run(run) if raise_on_failure else run
+
+    def refresh_many(
+        self,
+        names: Sequence[str | ObjectName] | None = None,
+        force: bool = False,
+        *,
+        max_concurrent: int | None = None,
+        raise_on_failure: bool = False,
+    ) -> PassResult:
+        """Refresh several materialized views as one pass (``REFRESH MATERIALIZED VIEW a, b``;
+        ``names`` None: every active MV, ``REFRESH ALL MATERIALIZED VIEWS``), in dependency
+        order, independent ones concurrently, each change read once for all
+        (:mod:`sparkmv.refresh.passes`); each MV is its own run and its own atomic publish.
+
+        Returns:
+            Each MV's finished run, and the MVs not run with why.
+
+        Raises:
+            ObjectNotFoundError / InactiveError: a name is no active MV (nothing refreshed).
+            RefreshFailedError: with ``raise_on_failure=True``, when a run did not succeed
+                or an MV was not run (``refresh pass: <n> of <m> materialized views did
+                not refresh: ...``); its ``run`` is the :class:`PassResult`.
+        """
+        from sparkmv.refresh.passes import DEFAULT_CONCURRENCY, refresh_pass
+        from sparkmv.refresh.planner import RefreshRequest
+
+        if names is None:
+            with self.runtime.catalog.read() as s:
+                rows = self.runtime.catalog.objects.list(s, ObjectKind.MATERIALIZED_VIEW)
+                chosen = [ObjectName(r.namespace, r.name) for r in rows if not r.inactive_reason]
+        else:
+            chosen = [_object_name(n) for n in names]
+        result = refresh_pass(
+            self.runtime, chosen, RefreshRequest(force), max_concurrent=max_concurrent or DEFAULT_CONCURRENCY
+        )
+        if raise_on_failure and result.failed:
+            raise RefreshFailedError(pass_failure(result, len(chosen)), result)
+        return result
 
     def request_refresh(self, name: str | ObjectName, request: RefreshRequest | None = None) -> RefreshRun:
         """Queue a refresh (``WITH ASYNC MODE``) for the scheduler; merged into a pending one."""
@@ -327,6 +369,17 @@ class Client:
 def _object_name(name: str | ObjectName) -> ObjectName:
     """A statement's name is already parsed; a name given as text is parsed here, once."""
     return name if isinstance(name, ObjectName) else ObjectName.parse(name)
+
+
+def pass_failure(result: PassResult, total: int) -> str:
+    """``refresh pass: <n> of <total> materialized views did not refresh: '<a>' (run 7
+    FAILED: <error>), '<b>' (not run: ...)``."""
+    parts = []
+    for name in result.failed:
+        run = result.runs.get(name)
+        why = f"run {run.run_id} {run.state}" + (f": {run.error}" if run.error else "") if run else result.not_run[name]
+        parts.append(f"'{name}' ({why})")
+    return f"refresh pass: {len(parts)} of {total} materialized views did not refresh: {', '.join(parts)}"
 
 
 def check_run(run: RefreshRun) -> RefreshRun:

@@ -1,4 +1,5 @@
-"""``EXPLAIN REFRESH MATERIALIZED VIEW``: the plan of a refresh, without running it;
+"""``EXPLAIN REFRESH MATERIALIZED VIEW``: the plan of a refresh, without running it
+(``EXPLAIN ANALYZE``: then the refresh run, and where its time went);
 ``EXPLAIN <select>``: how query rewrite answers a query."""
 
 from __future__ import annotations
@@ -9,10 +10,12 @@ from sparkmv.analysis.rewrite import RewriteResult
 from sparkmv.catalog import ObjectKind
 from sparkmv.errors import RefreshError
 from sparkmv.refresh.context import MvDefinition, check_request, pin_all, plan_input
-from sparkmv.refresh.incremental.candidates import Candidate, candidate_table
+from sparkmv.refresh.incremental.candidates import Candidate, candidate_table, size_text
 from sparkmv.refresh.incremental.decide import base_columns, decide
 from sparkmv.refresh.planner import OUTSIDE_LABEL, Plan, RefreshRequest, plan_refresh
+from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
+from sparkmv.refresh.timing import PHASES
 from sparkmv.sql.statements import RefreshMaterializedView
 
 
@@ -73,6 +76,45 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
         if c.outside is not None:
             parts = OUTSIDE_LABEL + (f" (replacing {parts})" if c.partitions else "")
         out.append(f"  chunk {i}: {parts} (base {c.base_bytes} bytes)")
+    return "\n".join(out)
+
+
+def analyzed_text(run: RefreshRun) -> str:
+    """The ``actual:`` part of ``EXPLAIN ANALYZE REFRESH``: the run's outcome, the chosen
+    technique's estimate against what Spark read, and where the run's time went (each
+    phase, the Spark jobs per job group).
+
+    >>> from sparkmv.refresh.result import RefreshRun
+    >>> run = RefreshRun(7, "mv", "SUCCESS", "MANUAL", "FULL", "x", 1, 1, 1, 1, 5, 0.5, None, None, None,
+    ...                  estimate_bytes=2048, bytes_read=1024, timings={"total": 0.5, "phases": {"plan": 0.1,
+    ...                  "compute": 0.4}, "spark_jobs": {"count": 2, "seconds": 0.3, "groups": {"g": [2, 0.3]}}})
+    >>> print(analyzed_text(run))
+    actual:
+      run 7: SUCCESS, mode FULL, 5 rows, 0.500 s
+      estimate: 2.0 KiB read; Spark read 1.0 KiB
+      time: 0.500 s
+        plan        0.100 s
+        compute     0.400 s
+      Spark jobs: 2, 0.300 s
+        g: 2 jobs, 0.300 s
+    """
+    total = run.duration_seconds
+    out = ["actual:", f"  run {run.run_id}: {run.state}, mode {run.mode}, {run.rows_written} rows"]
+    if total is not None:
+        out[-1] += f", {total:.3f} s"
+    if run.error:
+        out.append(f"  error: {run.error}")
+    out.append(f"  estimate: {size_text(run.estimate_bytes)} read; Spark read {size_text(run.bytes_read)}")
+    timings = run.timings or {}
+    phases = timings.get("phases") or {}
+    if timings:
+        out.append(f"  time: {timings.get('total', 0.0):.3f} s")
+        out.extend(f"    {p:<11} {phases[p]:.3f} s" for p in PHASES if p in phases)
+    jobs = timings.get("spark_jobs") or {}
+    if jobs:
+        out.append(f"  Spark jobs: {jobs['count']}, {jobs['seconds']:.3f} s")
+        for group, (n, seconds) in sorted((jobs.get("groups") or {}).items()):
+            out.append(f"    {group or '(no group)'}: {n} jobs, {seconds:.3f} s")
     return "\n".join(out)
 
 

@@ -35,3 +35,6 @@ class StatementResult:
     message: str | None = None
     run: RefreshRun | None = None
     rows: Rows | None = None
+    failure: str | None = None
+    """A refresh pass where some MV did not refresh: what did not (raised as
+    ``RefreshFailedError`` with ``raise_on_failure``)."""

@@ -38,6 +38,8 @@ def execute_statement(
     stmt = parse_statement(statement)
     if isinstance(stmt, st.Query | st.ExplainQuery | st.SetVariable):
         return _query(client, stmt, prefer_rows)
+    if isinstance(stmt, st.RefreshMaterializedViews):
+        return _refresh_pass(client, stmt)
     if isinstance(stmt, st.RefreshMaterializedView | st.RefreshTable | st.ExplainRefresh | st.CancelRefresh):
         return _refresh(client, stmt, progress)
     if isinstance(stmt, st.Show):
@@ -78,6 +80,24 @@ def _query(client: Client, stmt: st.Query | st.ExplainQuery | st.SetVariable, pr
     return StatementResult(dataframe=run_query(rt, stmt.sql))
 
 
+def _refresh_pass(client: Client, stmt: st.RefreshMaterializedViews) -> StatementResult:
+    """``REFRESH MATERIALIZED VIEW a, b, ...`` / ``REFRESH ALL MATERIALIZED VIEWS``: a line
+    per MV (``<name>: run 7: SUCCESS (...)`` or ``<name>: not run: ...``), in the order given
+    (ALL: the order they finished)."""
+    from sparkmv.client.client import pass_failure
+
+    result = client.refresh_many(None if stmt.every else list(stmt.names), stmt.force)
+    order = list(stmt.names) if not stmt.every else [*result.runs, *result.not_run]
+    lines = [
+        f"{name.display}: {run_text(result.runs[name]) if name in result.runs else result.not_run[name]}"
+        for name in order
+    ]
+    if not lines:
+        lines = ["no materialized view to refresh"]
+    failure = pass_failure(result, len(order)) if result.failed else None
+    return StatementResult(message="\n".join(lines), failure=failure)
+
+
 def _refresh(client: Client, stmt: st.Statement, progress: ProgressCallback | None) -> StatementResult:
     """REFRESH MATERIALIZED VIEW / TABLE (synchronous or queued), EXPLAIN REFRESH, CANCEL."""
     from sparkmv.refresh.planner import RefreshRequest
@@ -99,9 +119,14 @@ def _refresh(client: Client, stmt: st.Statement, progress: ProgressCallback | No
         run = client.refresh_table(stmt.name, progress=progress)
         return StatementResult(message=run_text(run), run=run)
     if isinstance(stmt, st.ExplainRefresh):
-        from sparkmv.client.explain import explain_refresh
+        from sparkmv.client.explain import analyzed_text, explain_refresh
 
-        return StatementResult(message=explain_refresh(rt, stmt.refresh))
+        estimate = explain_refresh(rt, stmt.refresh)
+        if not stmt.analyze:
+            return StatementResult(message=estimate)
+        r = stmt.refresh
+        run = client.refresh(r.name, r.force, r.start, r.end, progress)
+        return StatementResult(message=estimate + "\n" + analyzed_text(run), run=run)
     assert isinstance(stmt, st.CancelRefresh), stmt
     return StatementResult(message=client.cancel(stmt.name))
 

@@ -98,6 +98,7 @@ TASK_RUNS = _schema(
     ("files_written", L),
     ("files_replaced", L),
     ("seconds", D),
+    ("timings", S),
 )
 REFRESH_PROGRESS = _schema(
     ("run_id", L),
@@ -213,6 +214,7 @@ def task_runs_rows(rt: Runtime) -> list[tuple[Any, ...]]:
             r.files_written,
             r.files_replaced,
             (r.finished - r.started).total_seconds() if r.finished and r.started else None,
+            json.dumps(r.timings) if r.timings else None,
         )
         for r in runs
     ]

@@ -34,6 +34,7 @@ from sparkmv.catalog.clock import utcnow
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import LeaseLostError, RefreshCancelledError, RefreshError, SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.refresh import timing
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, RunContext
 from sparkmv.refresh.monitor import RunMonitor
 from sparkmv.refresh.planner import RefreshRequest
@@ -185,6 +186,12 @@ class RunLifecycle:
     def _execute(
         self, job: Job[Any], run_id: int, request: RefreshRequest, stored: dict[str, Any] | None
     ) -> RefreshRun:
+        with timing.recording():
+            return self._execute_recorded(job, run_id, request, stored)
+
+    def _execute_recorded(
+        self, job: Job[Any], run_id: int, request: RefreshRequest, stored: dict[str, Any] | None
+    ) -> RefreshRun:
         monitor = self._monitor(job, run_id)
         ctx = self._context(job, run_id, request, monitor)
         try:
@@ -246,10 +253,11 @@ class RunLifecycle:
 
     def _plan(self, job: Job[Any], ctx: RunContext) -> bool:
         """Plan and store the plan with one progress row per chunk; False when SKIPPED."""
-        plan = job.make_plan(ctx)
+        with timing.phase("plan"):
+            plan = job.make_plan(ctx)
         log.info("run %s of %s: mode %s (%s)", ctx.run_id, job.name, plan.mode, plan.reason)
         chunks = plan.chunk_partitions()
-        with self.catalog.transaction() as s:
+        with timing.phase("catalog"), self.catalog.transaction() as s:
             self.catalog.objects.require_lease(
                 s, job.object_id, ctx.run_id, self.owner, job.settings.lease_timeout_seconds, "recording the plan"
             )
@@ -278,7 +286,7 @@ class RunLifecycle:
             return
         plan, directories = prepared
         ctx.own_attempts.extend(directories)
-        with self.catalog.transaction() as s:
+        with timing.phase("catalog"), self.catalog.transaction() as s:
             self.catalog.objects.require_lease(
                 s, job.object_id, ctx.run_id, self.owner, job.settings.lease_timeout_seconds, "recording staged input"
             )
@@ -296,12 +304,13 @@ class RunLifecycle:
             if throttle > 0:
                 self._sleep_checked(monitor, 60.0 / throttle - (time.monotonic() - last_start))
             last_start = started = time.monotonic()
-            with self.catalog.transaction() as s:
+            with timing.phase("catalog"), self.catalog.transaction() as s:
                 attempt = max(self.catalog.runs.start_chunk_attempt(s, ctx.run_id, c) for c in batch)
             attempt_name = f"chunk-{batch[0]}-a{attempt}"
             ctx.own_attempts.extend(warehouse.join(root, attempt_name) for root in job.staging_roots(ctx.run_id))
             what = f"{job.name} run {ctx.run_id} chunk {batch[0]}" + (f"..{batch[-1]}" if len(batch) > 1 else "")
-            with self._spark_scope(monitor, ctx.run_id, chunk_job_group(ctx.run_id, batch[0]), f"sparkmv {what}"):
+            group = chunk_job_group(ctx.run_id, batch[0])
+            with timing.phase("compute"), self._spark_scope(monitor, ctx.run_id, group, f"sparkmv {what}"):
                 outcomes = job.compute(ctx, batch, attempt_name)
             for point in ("after_chunk_staged", "before_progress_recorded"):
                 for chunk_id in batch:
@@ -319,7 +328,7 @@ class RunLifecycle:
     ) -> list[ChunkRecord]:
         """Mark chunks complete in one transaction, only while holding the lease;
         ``seconds``: duration per chunk. Returns the run's progress rows."""
-        with self.catalog.transaction() as s:
+        with timing.phase("catalog"), self.catalog.transaction() as s:
             self.catalog.objects.require_lease(
                 s,
                 job.object_id,
@@ -345,7 +354,7 @@ class RunLifecycle:
         return records
 
     def _to_finishing(self, job: Job[Any], run_id: int) -> None:
-        with self.catalog.transaction() as s:
+        with timing.phase("catalog"), self.catalog.transaction() as s:
             self.catalog.objects.transition(
                 s,
                 job.object_id,
@@ -362,14 +371,18 @@ class RunLifecycle:
         chunks = self._records(ctx.run_id)
         self.rt.faults.hit("before_publish")
         ctx.require_lease("publishing")
-        snapshot_id = job.publish(ctx, chunks, recovering)
+        with timing.phase("commit"):
+            snapshot_id = job.publish(ctx, chunks, recovering)
         self.rt.faults.hit("after_publish")
         read = None  # Spark's input metrics of the run's tagged jobs, in this process
         if self.rt.has_spark:
-            from sparkmv.storage.spark import input_bytes
+            from sparkmv.storage.spark import input_bytes, job_times
 
             read = input_bytes(self.rt.spark, job_tag(ctx.run_id))
-        with self.catalog.transaction() as s:
+            recorded = timing.current()
+            if recorded is not None:
+                recorded.spark_jobs = job_times(self.rt.spark, job_tag(ctx.run_id))
+        with timing.phase("catalog"), self.catalog.transaction() as s:
             self._finish(s, job, ctx.run_id, RunState.SUCCESS, snapshot_id, RefreshState.FINISHING, chunks)
             self.catalog.runs.update(s, ctx.run_id, bytes_read=read)
         self.rt.faults.hit("during_cleanup")
@@ -390,6 +403,7 @@ class RunLifecycle:
         self.catalog.objects.transition(s, job.object_id, run_id, self.owner, expected, RefreshState.IDLE, 0)
         fields = job.finish_fields(s, run_id, chunks)
         now = utcnow()
+        fields.update(_timings())
         self.catalog.runs.update(s, run_id, state=state, finished=now, snapshot_id=snapshot_id, **fields)
         done: dict[str, Any] = {"last_success_time": now, "consecutive_failures": 0}
         if state == RunState.SUCCESS:
@@ -423,7 +437,7 @@ class RunLifecycle:
                 raise LeaseLostError(f"run {run_id} lost its lease; it was not marked {state}")
             with self.catalog.transaction() as s:
                 self.catalog.objects.transition(s, job.object_id, run_id, self.owner, current, RefreshState.IDLE, 0)
-                self.catalog.runs.update(s, run_id, state=state, error=error, finished=utcnow())
+                self.catalog.runs.update(s, run_id, state=state, error=error, finished=utcnow(), **_timings())
                 self.catalog.objects.set_fields(s, job.object_id, consecutive_failures=failures)
                 self.catalog.control.clear(s, run_id)
         except LeaseLostError:
@@ -493,3 +507,9 @@ class RunLifecycle:
     def _result(self, run_id: int) -> RefreshRun:
         with self.catalog.read() as s:
             return RefreshRun.from_row(self.catalog.runs.get(s, run_id))
+
+
+def _timings() -> dict[str, Any]:
+    """``{"timings": ...}`` of the run being recorded in this thread (empty outside one)."""
+    recorded = timing.current()
+    return {} if recorded is None else {"timings": recorded.to_json()}

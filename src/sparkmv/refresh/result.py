@@ -30,6 +30,8 @@ class RefreshRun:
             input metrics; None on Spark Connect or when nothing ran).
         files_written / files_replaced: data files the run wrote, and the data files of the
             table its commits removed (None when it committed nothing).
+        timings: where the run's time went (:meth:`sparkmv.refresh.timing.Timings.to_json`:
+            ``total``, ``phases``, ``spark_jobs``; None for runs stored before).
     """
 
     run_id: int
@@ -52,6 +54,7 @@ class RefreshRun:
     bytes_read: int | None = None
     files_written: int | None = None
     files_replaced: int | None = None
+    timings: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: TaskRunRow) -> RefreshRun:
@@ -78,4 +81,5 @@ class RefreshRun:
             bytes_read=row.bytes_read,
             files_written=row.files_written,
             files_replaced=row.files_replaced,
+            timings=row.timings,
         )

@@ -41,6 +41,7 @@ from sparkmv.sql.statements import (
     ExplainRefresh,
     Query,
     RefreshMaterializedView,
+    RefreshMaterializedViews,
     RefreshScheme,
     RefreshTable,
     SetVariable,
@@ -74,8 +75,16 @@ def parse_statement(sql: str) -> Statement:
 
 def _explain(c: Cursor) -> Statement:
     """After EXPLAIN: ``REFRESH MATERIALIZED VIEW ...`` or a query."""
+    analyze = c.accept("ANALYZE")
     if c.accept("REFRESH", "MATERIALIZED", "VIEW"):
-        return ExplainRefresh(_refresh_mv(c))
+        refresh = _refresh_mv(c)
+        if not isinstance(refresh, RefreshMaterializedView):
+            raise ParseError("EXPLAIN REFRESH takes one materialized view")
+        if analyze and refresh.asynchronous:
+            raise ParseError("EXPLAIN ANALYZE REFRESH runs the refresh now: WITH ASYNC MODE does not apply")
+        return ExplainRefresh(refresh, analyze)
+    if analyze:
+        raise c.error("REFRESH MATERIALIZED VIEW after EXPLAIN ANALYZE")
     if c.peek("SELECT") or c.peek("WITH") or c.peek("("):
         query = c.rest()
         parse_query(query)
@@ -158,8 +167,24 @@ def _mode(c: Cursor) -> bool:
     return c.accept("WITH", "ASYNC", "MODE")
 
 
-def _refresh_mv(c: Cursor) -> RefreshMaterializedView:
+def _refresh_all(c: Cursor) -> RefreshMaterializedViews:
+    """After REFRESH ALL MATERIALIZED VIEWS: ``[FORCE]``."""
+    force = c.accept("FORCE")
+    c.expect_end()
+    return RefreshMaterializedViews((), True, force)
+
+
+def _refresh_mv(c: Cursor) -> RefreshMaterializedView | RefreshMaterializedViews:
     name = c.name()
+    if c.peek(","):
+        names = [name]
+        while c.accept(","):
+            names.append(c.name())
+        if len(set(names)) < len(names):
+            raise ParseError(f"materialized view '{next(n for n in names if names.count(n) > 1)}' is named twice")
+        force = c.accept("FORCE")
+        c.expect_end()
+        return RefreshMaterializedViews(tuple(names), False, force)
     start = end = None
     if c.accept("PARTITION"):
         if c.accept("START"):
@@ -385,6 +410,7 @@ _STATEMENTS: tuple[tuple[tuple[str, ...], Callable[[Cursor], Statement]], ...] =
     (("EXPLAIN",), _explain),
     (("SET",), _set),
     (("CREATE",), _create),
+    (("REFRESH", "ALL", "MATERIALIZED", "VIEWS"), _refresh_all),
     (("REFRESH", "MATERIALIZED", "VIEW"), _refresh_mv),
     (("REFRESH", "TABLE"), _refresh_table),
     (("CANCEL", "REFRESH", "MATERIALIZED", "VIEW"), _cancel),

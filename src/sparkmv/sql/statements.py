@@ -103,10 +103,24 @@ class RefreshMaterializedView:
 
 
 @dataclass(frozen=True)
+class RefreshMaterializedViews:
+    """``REFRESH MATERIALIZED VIEW a, b, ... [FORCE]`` and ``REFRESH ALL MATERIALIZED VIEWS
+    [FORCE]``: one refresh pass over several MVs, in dependency order (``names`` empty and
+    ``every`` True for ALL)."""
+
+    names: tuple[ObjectName, ...]
+    every: bool = False
+    force: bool = False
+
+
+@dataclass(frozen=True)
 class ExplainRefresh:
-    """``EXPLAIN REFRESH MATERIALIZED VIEW ...``: print the plan without running it."""
+    """``EXPLAIN REFRESH MATERIALIZED VIEW ...``: print the plan without running it;
+    ``EXPLAIN ANALYZE REFRESH MATERIALIZED VIEW ...`` (``analyze``): run the refresh and
+    print the plan's estimate beside where the run's time went."""
 
     refresh: RefreshMaterializedView
+    analyze: bool = False
 
 
 @dataclass(frozen=True)
@@ -191,6 +205,7 @@ Statement = (
     | CreateRefreshableTable
     | CreateMaterializedView
     | RefreshMaterializedView
+    | RefreshMaterializedViews
     | ExplainRefresh
     | ExplainQuery
     | SetVariable

@@ -29,6 +29,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -206,6 +207,36 @@ def input_bytes(spark: SparkSession, tag: str) -> int | None:
     except Exception:  # a job or stage evicted from the store (a py4j error)
         return None
     return total
+
+
+def job_times(spark: SparkSession, tag: str) -> dict[str, Any]:
+    """The Spark jobs of this driver that carry ``tag``: ``{"count": n, "seconds": s,
+    "groups": {job group: [n, s]}}``, each job's seconds from its submission to its
+    completion in Spark's status store; ``{}`` on Spark Connect, with no job, or when the
+    store has dropped them (as :func:`input_bytes`)."""
+    if is_connect(spark):
+        return {}
+    jsc = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
+    store = jsc.statusStore()
+    groups: dict[str, list[float]] = {}
+    try:
+        for job_id in jsc.statusTracker().getJobIdsForTag(tag):
+            job = store.job(job_id)
+            submitted, completed = job.submissionTime(), job.completionTime()
+            seconds = 0.0
+            if submitted.isDefined() and completed.isDefined():
+                seconds = (completed.get().getTime() - submitted.get().getTime()) / 1000.0
+            group = job.jobGroup().get() if job.jobGroup().isDefined() else ""
+            entry = groups.setdefault(group, [0, 0.0])
+            entry[0] += 1
+            entry[1] += seconds
+    except Exception:  # a job evicted from the store (a py4j error)
+        return {}
+    if not groups:
+        return {}
+    count = sum(int(n) for n, _ in groups.values())
+    total = round(sum(s for _, s in groups.values()), 3)
+    return {"count": count, "seconds": total, "groups": {g: [int(n), round(s, 3)] for g, (n, s) in groups.items()}}
 
 
 def _log_conf(log_home: Path, settings: dict[str, str]) -> dict[str, str]:

@@ -16,7 +16,8 @@ Two kinds of Iceberg delete differ by orders of magnitude here:
 Either read is stored once in the change cache (:mod:`sparkmv.sources.change_cache`) and
 serves every MV over the table that consumed the same snapshot. A copy-on-write netting is
 paid by the MV that finds it worth it alone (at TPC-H SF1 RF2, netting ``lineitem`` took
-Q1 38-61 s against its 10 s FULL). A merge-on-read read is shared: its cost is split among
+Q1 38-61 s against its 10 s FULL), or in a refresh pass by the MVs of the pass that consume
+it, split among them (:mod:`sparkmv.refresh.passes`). A merge-on-read read is shared: its cost is split among
 the MVs whose consumed position is the change's start (:func:`shared_read_bytes`), as the
 first of them pays it and the others find it cached.
 """
@@ -25,9 +26,11 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from sparkmv.refresh import timing
+from sparkmv.refresh.pass_context import change_lock, consumers_in_pass
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.sources import change_cache
-from sparkmv.sources.changes import SIGNED, BaseChange
+from sparkmv.sources.changes import APPEND, SIGNED, BaseChange
 from sparkmv.sources.delta_cdf import from_feed
 from sparkmv.sources.pinned import PinnedTable
 from sparkmv.sources.signed import REMOVED, REMOVED_DELETES
@@ -65,19 +68,24 @@ def consumers(rt: Runtime, change: BaseChange) -> int:
 
 def shared_read_bytes(rt: Runtime, change: BaseChange) -> int:
     """This MV's share of reading a merge-on-read change not yet cached: its files' bytes
-    split among :func:`consumers`; a copy-on-write change's whole netting cost."""
+    split among :func:`consumers`; a copy-on-write change's netting cost, split among the
+    MVs of the refresh pass that consume it (:mod:`sparkmv.refresh.passes`; whole for a
+    refresh alone)."""
     if not read_exactly(change):
-        return change.delta_bytes
+        delta = change.delta
+        return change.delta_bytes // consumers_in_pass(change.table, delta.since_snapshot_id if delta else None)
     return change.delta_bytes // consumers(rt, change)
 
 
 def changed_share(change: BaseChange, table: PinnedTable, table_bytes: int) -> float:
     """The bytes of ``table`` (``table_bytes`` in all) the change amounts to: for netted
-    rows (change cache) or a change read exactly, its rows' share of the table's rows times
-    its bytes; otherwise the bytes of the files it reads."""
+    rows (change cache), a change read exactly or an append of known rows, its rows' share
+    of the table's rows times its bytes; otherwise the bytes of the files it reads."""
     rows = sum(p.rows or 0 for p in table.partitions.values())
     changed = change.netted_rows
-    if changed is None and read_exactly(change):
+    if changed is None and (read_exactly(change) or (change.kind == APPEND and change.delta_rows is not None)):
+        # Rows, not file bytes: a new file's fixed overhead (footer, statistics) is most of
+        # its bytes on a table of a few hundred rows, and the cap is a share of rows.
         changed = (change.delta_rows or 0) + change.rows_retracted
     if changed is None or not rows:
         return change.delta_bytes
@@ -95,8 +103,11 @@ def netted(rt: Runtime, change: BaseChange, eager: bool) -> BaseChange:
     if found is None and eager and rt.has_spark:
         from sparkmv.sources.resolve import read_pinned
 
-        read_pinned(rt.spark, delta, store=rt.iceberg)  # reads, nets and stores the change
-        found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
+        with timing.phase("changes"), change_lock(change_cache.key(delta)):  # the pass's others wait
+            found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
+            if found is None:
+                read_pinned(rt.spark, delta, store=rt.iceberg)  # reads, nets and stores the change
+                found = change_cache.cached_rows(rt.iceberg.warehouse, delta)
     if found is None:
         return change
     rows, size = found

@@ -20,6 +20,7 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.versions import VersionEntry
 from sparkmv.errors import InactiveError, RefreshError
 from sparkmv.names import ObjectName
+from sparkmv.refresh import timing
 from sparkmv.refresh.context import MvDefinition, lineage_of, pin_for_refresh
 from sparkmv.refresh.incremental.candidates import Candidate
 from sparkmv.refresh.incremental.decide import IncrementalInput, decide
@@ -164,7 +165,8 @@ class MvRefreshJob(Job[MvRunPlan]):
     def make_plan(self, ctx: RunContext) -> MvRunPlan:
         """Pin the base tables and plan FULL / PCT / SKIP."""
         mv, catalog = self.mv, self.rt.catalog
-        pinned = pin_for_refresh(catalog, self.rt.iceberg, mv)
+        with timing.phase("pin"):
+            pinned = pin_for_refresh(catalog, self.rt.iceberg, mv)
         decision = decide(self.rt, mv, pinned, ctx.request)
         self.lineage = decision.planner_input.lineage
         plan = decision.plan
