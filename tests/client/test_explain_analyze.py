@@ -49,6 +49,14 @@ def test_explain_analyze_runs_the_refresh_and_shows_where_its_time_went(make_cli
     assert abs(sum(timings["phases"].values()) - timings["total"]) < 0.01, timings
     assert timings["spark_jobs"]["count"] >= 1, timings
 
+    # Two runs are too few to fit AUTO's cost model: its system table says so.
+    model = client.sql("SELECT * FROM sparkmv.cost_model ORDER BY technique").collect()
+    assert [(r["technique"], r["fixed_seconds"], r["runs_fitted"]) for r in model] == [
+        ("FULL", None, 0),
+        ("INCREMENTAL", None, 0),
+        ("PCT", None, 0),
+    ]
+
     # Nothing changed since: the run is SKIPPED, and says so with its (planning) time.
     again = client.execute("EXPLAIN ANALYZE REFRESH MATERIALIZED VIEW mv").message or ""
     assert "\nactual:\n" in again and ": SKIPPED, mode SKIP, 0 rows" in again, again

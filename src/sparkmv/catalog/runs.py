@@ -106,6 +106,25 @@ class RunStore:
         return builtins.list(session.scalars(stmt)), total
 
     @staticmethod
+    def newest_run_id(session: Session) -> int:
+        """The id of the newest run (0: none)."""
+        return int(session.scalar(select(func.max(TaskRunRow.run_id))) or 0)
+
+    @staticmethod
+    def weighed(session: Session, mode: str, limit: int) -> builtins.list[TaskRunRow]:
+        """The newest ``limit`` successful runs of technique ``mode`` that stored an estimate
+        (the cost model's samples), newest first."""
+        stmt = (
+            select(TaskRunRow)
+            .where(
+                TaskRunRow.state == RunState.SUCCESS, TaskRunRow.mode == mode, TaskRunRow.estimate_bytes.is_not(None)
+            )
+            .order_by(TaskRunRow.run_id.desc())
+            .limit(limit)
+        )
+        return builtins.list(session.scalars(stmt))
+
+    @staticmethod
     def update(session: Session, run_id: int, **fields: Any) -> None:
         """Set fields of one run."""
         session.execute(update(TaskRunRow).where(TaskRunRow.run_id == run_id).values(**fields))

@@ -224,7 +224,7 @@ class Client:
             self.runtime, chosen, RefreshRequest(force), max_concurrent=max_concurrent or DEFAULT_CONCURRENCY
         )
         if raise_on_failure and result.failed:
-            raise RefreshFailedError(pass_failure(result, len(chosen)), result)
+            raise RefreshFailedError(result.failure_text(len(chosen)), result)
         return result
 
     def request_refresh(self, name: str | ObjectName, request: RefreshRequest | None = None) -> RefreshRun:
@@ -369,17 +369,6 @@ class Client:
 def _object_name(name: str | ObjectName) -> ObjectName:
     """A statement's name is already parsed; a name given as text is parsed here, once."""
     return name if isinstance(name, ObjectName) else ObjectName.parse(name)
-
-
-def pass_failure(result: PassResult, total: int) -> str:
-    """``refresh pass: <n> of <total> materialized views did not refresh: '<a>' (run 7
-    FAILED: <error>), '<b>' (not run: ...)``."""
-    parts = []
-    for name in result.failed:
-        run = result.runs.get(name)
-        why = f"run {run.run_id} {run.state}" + (f": {run.error}" if run.error else "") if run else result.not_run[name]
-        parts.append(f"'{name}' ({why})")
-    return f"refresh pass: {len(parts)} of {total} materialized views did not refresh: {', '.join(parts)}"
 
 
 def check_run(run: RefreshRun) -> RefreshRun:

@@ -84,8 +84,6 @@ def _refresh_pass(client: Client, stmt: st.RefreshMaterializedViews) -> Statemen
     """``REFRESH MATERIALIZED VIEW a, b, ...`` / ``REFRESH ALL MATERIALIZED VIEWS``: a line
     per MV (``<name>: run 7: SUCCESS (...)`` or ``<name>: not run: ...``), in the order given
     (ALL: the order they finished)."""
-    from sparkmv.client.client import pass_failure
-
     result = client.refresh_many(None if stmt.every else list(stmt.names), stmt.force)
     order = list(stmt.names) if not stmt.every else [*result.runs, *result.not_run]
     lines = [
@@ -94,7 +92,7 @@ def _refresh_pass(client: Client, stmt: st.RefreshMaterializedViews) -> Statemen
     ]
     if not lines:
         lines = ["no materialized view to refresh"]
-    failure = pass_failure(result, len(order)) if result.failed else None
+    failure = result.failure_text(len(order)) if result.failed else None
     return StatementResult(message="\n".join(lines), failure=failure)
 
 

@@ -159,6 +159,17 @@ PIPELINE_DATASETS = _schema(
     ("last_reason", S),
 )
 
+COST_MODEL = _schema(
+    ("technique", S),
+    ("fixed_seconds", D),
+    ("bytes_per_second", D),
+    ("runs_fitted", L),
+    ("fitted_at", T),
+    ("runs_weighed", L),
+    ("right_choices", L),
+    ("right_share", D),
+)
+
 REWRITE_LOG = _schema(
     ("query_time", T),
     ("fingerprint", S),
@@ -408,6 +419,32 @@ def pipeline_datasets_rows(rt: Runtime) -> list[tuple[Any, ...]]:
     ]
 
 
+def cost_model_rows(rt: Runtime) -> list[tuple[Any, ...]]:
+    """Rows of ``sparkmv.cost_model``: per technique (FULL, PCT, INCREMENTAL) AUTO's fitted
+    constants (NULL until the catalog has enough runs of it: AUTO then compares bytes) and,
+    on every row, how often AUTO picked the faster technique in the runs it weighed
+    (:mod:`sparkmv.refresh.cost_model`)."""
+    from sparkmv.refresh.cost_model import TECHNIQUES, learned
+
+    model = learned(rt.catalog)
+    out = []
+    for technique in TECHNIQUES:
+        fitted = model.techniques.get(technique)
+        out.append(
+            (
+                technique,
+                None if fitted is None else round(fitted.fixed_seconds, 4),
+                None if fitted is None or fitted.bytes_per_second is None else float(fitted.bytes_per_second),
+                0 if fitted is None else fitted.runs,
+                model.fitted_at if fitted is not None else None,
+                model.weighed,
+                model.right,
+                model.right_share,
+            )
+        )
+    return out
+
+
 SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any, ...]]]]] = {
     "materialized_views": (MATERIALIZED_VIEWS, materialized_views_rows),
     "task_runs": (TASK_RUNS, task_runs_rows),
@@ -417,6 +454,7 @@ SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any,
     "rewrite_log": (REWRITE_LOG, rewrite_log_rows),
     "tables": (TABLES, _tables_rows),
     "pipeline_datasets": (PIPELINE_DATASETS, pipeline_datasets_rows),
+    "cost_model": (COST_MODEL, cost_model_rows),
 }
 
 

@@ -49,6 +49,8 @@ from sparkmv.pipeline.registry import record_result, register_project
 from sparkmv.pipeline.results import DatasetResult, NeedsDataset, RunResult, is_user_error, one_line
 from sparkmv.pipeline.sql_datasets import run_sql_mv
 from sparkmv.pipeline.sql_run import prepare, runs_alone, session_conf
+from sparkmv.refresh.pass_context import in_pass
+from sparkmv.refresh.passes import pass_of
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client
@@ -92,6 +94,7 @@ def run_pipeline(
     running: dict[Future[DatasetResult], tuple[ObjectName, datetime]] = {}
 
     register_project(client, project)
+    shared = pass_of(client.runtime, list(graph.datasets))  # each change read once for all
 
     def finish(res: DatasetResult, started: datetime) -> None:
         res.started = res.started or started
@@ -112,7 +115,8 @@ def run_pipeline(
                     finish(skipped, _now())
                 else:
                     force = full_refresh_all or ds.name in full
-                    running[pool.submit(_attempt, client, project, ds, force, set(outcome))] = (ds.name, _now())
+                    attempt = in_pass(shared, _attempt)
+                    running[pool.submit(attempt, client, project, ds, force, set(outcome))] = (ds.name, _now())
                     if runs_alone(ds) or len(running) >= limit:
                         break
             if not running:

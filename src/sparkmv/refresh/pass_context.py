@@ -6,10 +6,12 @@ is alone: one consumer, no lock."""
 from __future__ import annotations
 
 import contextvars
+import functools
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -57,3 +59,11 @@ def change_lock(key: str) -> Iterator[None]:
         return
     with current.lock(key):
         yield
+
+
+def in_pass(current: RefreshPass | None, fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``fn`` run with ``current`` as its pass, for a worker thread (a thread does not
+    inherit the context variables of the one that starts it)."""
+    ctx = contextvars.copy_context()
+    ctx.run(CURRENT.set, current)
+    return functools.partial(ctx.run, fn)

@@ -19,7 +19,6 @@ refreshed or untouched; recovery resumes its run). What the pass adds:
 
 from __future__ import annotations
 
-import contextvars
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -27,7 +26,7 @@ from dataclasses import dataclass
 from sparkmv.catalog import Trigger
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh.pass_context import CURRENT, RefreshPass
+from sparkmv.refresh.pass_context import RefreshPass, in_pass
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
@@ -50,6 +49,20 @@ class PassResult:
         """MVs whose run did not succeed, or that did not run."""
         bad = [n for n, r in self.runs.items() if r.state not in ("SUCCESS", "SKIPPED")]
         return bad + list(self.not_run)
+
+    def failure_text(self, total: int) -> str:
+        """``refresh pass: <n> of <total> materialized views did not refresh: '<a>' (run 7
+        FAILED: <error>), '<b>' (not run: ...)``."""
+        parts = []
+        for name in self.failed:
+            run = self.runs.get(name)
+            why = (
+                self.not_run[name]
+                if run is None
+                else f"run {run.run_id} {run.state}" + (f": {run.error}" if run.error else "")
+            )
+            parts.append(f"'{name}' ({why})")
+        return f"refresh pass: {len(parts)} of {total} materialized views did not refresh: {', '.join(parts)}"
 
 
 def refresh_pass(
@@ -76,9 +89,7 @@ def refresh_pass(
     running: dict[Future[RefreshRun], ObjectName] = {}
 
     def start(pool: ThreadPoolExecutor, name: ObjectName) -> None:
-        ctx = contextvars.copy_context()
-        ctx.run(CURRENT.set, pass_)
-        running[pool.submit(ctx.run, refresh_mv, rt, name, trigger, request)] = name
+        running[pool.submit(in_pass(pass_, refresh_mv), rt, name, trigger, request)] = name
 
     with ThreadPoolExecutor(max_workers=max(1, max_concurrent), thread_name_prefix="sparkmv-pass") as pool:
         while waiting or running:
@@ -105,6 +116,20 @@ def refresh_pass(
 
 
 _DONE = ("SUCCESS", "SKIPPED")
+
+
+def pass_of(rt: Runtime, names: Sequence[ObjectName]) -> RefreshPass:
+    """The pass of the MVs among ``names`` (other names are ignored): what each consumed,
+    for a caller that runs its own threads (``sparkmv pipeline run``)."""
+    from sparkmv.catalog import ObjectKind
+
+    ids = []
+    with rt.catalog.read() as s:
+        for name in names:
+            row = rt.catalog.objects.find(s, name)
+            if row is not None and row.kind == ObjectKind.MATERIALIZED_VIEW:
+                ids.append(row.id)
+    return RefreshPass(_positions(rt, ids))
 
 
 def _dependencies(rt: Runtime, names: Sequence[ObjectName]) -> tuple[dict[ObjectName, list[ObjectName]], list[int]]:

@@ -39,6 +39,8 @@ from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import BusyError, LeaseLostError, SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.freshness import freshness
+from sparkmv.refresh.pass_context import in_pass
+from sparkmv.refresh.passes import pass_of
 from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.recovery import RecoveryOutcome, expired_runs, recover
 from sparkmv.refresh.result import RefreshRun
@@ -109,10 +111,12 @@ class Scheduler(TableReloads):
     ) -> None:
         """Process ``order`` so that each object starts after its upstream objects ended."""
         index = {n: i for i, n in enumerate(order)}
+        # One pass: a change read by several due MVs is read and netted once for all.
+        shared = pass_of(self.rt, [ObjectName(rows[n].namespace, rows[n].name) for n in order])
 
         def process(name: str) -> NodeResult:
             try:
-                return self._process(rows[name], deps[name], report)
+                return in_pass(shared, self._process)(rows[name], deps[name], report)
             except Exception as exc:
                 log.exception("%s: scheduler error", name)
                 return NodeResult(name, "FAILED", detail=f"scheduler error: {exc}")

@@ -25,7 +25,10 @@ FULL decides, as StarRocks prefers the least work.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sparkmv.refresh.cost_model import CostModel
 
 ORDER = ("INCREMENTAL", "PCT", "FULL")
 
@@ -46,6 +49,8 @@ class Candidate:
             ``bytes_read``, ``reason`` (why the change cannot be applied, else None) and
             ``source`` (``change data feed`` for a Delta change read from its feed, else
             None); the base tables after one that cannot be applied are not read.
+        predicted_seconds: the cost model's prediction of its wall time, when the catalog's
+            history fits it (:mod:`sparkmv.refresh.cost_model`; None: AUTO compared bytes).
     """
 
     mode: str
@@ -54,6 +59,7 @@ class Candidate:
     reason: str
     chosen: bool = False
     changes: list[dict[str, Any]] = field(default_factory=list)
+    predicted_seconds: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         """JSON-able form (``sparkmv.task_runs.candidates``, the run's plan)."""
@@ -65,13 +71,28 @@ class Candidate:
         return cls(**data)
 
 
-def choose(candidates: list[Candidate]) -> list[Candidate]:
+def choose(candidates: list[Candidate], model: CostModel | None = None) -> list[Candidate]:
     """``candidates`` with the cheapest eligible one marked chosen (ties: INCREMENTAL, PCT,
-    FULL). Nothing is marked when none is eligible."""
+    FULL): by the seconds ``model`` predicts when it fits every eligible technique (each
+    candidate then carries its ``predicted_seconds``), else by bytes read. Nothing is marked
+    when none is eligible.
+
+    >>> from sparkmv.refresh.cost_model import CostModel, Fitted
+    >>> m = CostModel({"INCREMENTAL": Fitted(2.0, 1e6, 30), "FULL": Fitted(0.5, 1e8, 30)})
+    >>> [c.mode for c in choose([Candidate("INCREMENTAL", True, 1000, ""), Candidate("FULL", True, 5000, "")], m)
+    ...  if c.chosen]
+    ['FULL']
+    """
     eligible = [c for c in candidates if c.eligible and c.estimate_bytes is not None]
     if not eligible:
         return list(candidates)
-    best = min(eligible, key=lambda c: (c.estimate_bytes, ORDER.index(c.mode) if c.mode in ORDER else 9))
+    predicted = {c.mode: model.predict(c.mode, c.estimate_bytes or 0) for c in eligible} if model else {}
+    if len(eligible) > 1 and predicted and all(p is not None for p in predicted.values()):
+        candidates = [replace(c, predicted_seconds=predicted.get(c.mode)) for c in candidates]
+        eligible = [c for c in candidates if c.eligible and c.estimate_bytes is not None]
+        best = min(eligible, key=lambda c: (c.predicted_seconds, ORDER.index(c.mode) if c.mode in ORDER else 9))
+    else:
+        best = min(eligible, key=lambda c: (c.estimate_bytes, ORDER.index(c.mode) if c.mode in ORDER else 9))
     return [replace(c, chosen=c is best) for c in candidates]
 
 
@@ -87,6 +108,11 @@ def describe(candidates: list[Candidate]) -> str:
         if c is not chosen
     ]
     tail = f" ({size_text(chosen.estimate_bytes)}; {', '.join(others)})" if others else ""
+    if chosen.predicted_seconds is not None:
+        seconds = ", ".join(
+            f"{c.mode} {c.predicted_seconds:.2f} s" for c in candidates if c.predicted_seconds is not None
+        )
+        tail += f"; predicted by the cost model fitted on this catalog's runs: {seconds}"
     return f"{chosen.mode}: cheapest{tail}"
 
 

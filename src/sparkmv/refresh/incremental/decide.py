@@ -18,6 +18,7 @@ from sparkmv.analysis.incremental import IvmAnalysis, analyze_for_table, without
 from sparkmv.analysis.query import parse_query
 from sparkmv.errors import RefreshError
 from sparkmv.names import ObjectName, changelog_name
+from sparkmv.refresh import cost_model
 from sparkmv.refresh.chunking import Chunk, base_partitions_for
 from sparkmv.refresh.context import MvDefinition, plan_input
 from sparkmv.refresh.incremental import netting, probe
@@ -109,7 +110,8 @@ def decide(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable], reques
         return Decision(
             _incremental_plan(inp, f"refresh_mode = INCREMENTAL: {incremental.reason}"), inputs, chosen, inp
         )
-    candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp)])
+    model = cost_model.learned(rt.catalog)  # bytes compared until the catalog's runs fit it
+    candidates = choose([incremental, _pct_candidate(base, inp), _full_candidate(inp)], model)
     winner = next((c for c in candidates if c.chosen), None)
     why = describe(candidates)
     if winner is not None and winner.mode == "INCREMENTAL":
