@@ -568,3 +568,34 @@ def test_rows_at_deleted_positions_are_read_on_the_driver_above_the_netting_size
     assert not signed.in_arrow_on_the_driver(
         {signed.REPOSITIONED: dataclasses.replace(change.delta.partitions[signed.REPOSITIONED], bytes=2**31)}
     )
+
+
+def _overwrite_adding(table: Table, tmp_path: Path, rows: pa.Table) -> None:
+    """An ``overwrite`` snapshot that removes nothing and adds one file (as a writer's
+    dynamic overwrite of a new partition commits it)."""
+    from pyiceberg.table import _parquet_files_to_data_files
+
+    path = str(tmp_path / f"added-{len(table.snapshots())}.parquet")
+    pq.write_table(rows, path)
+    with table.transaction() as tx:
+        mapping = tx.table_metadata.schema().name_mapping.model_dump_json()
+        tx.set_properties({TableProperties.DEFAULT_NAME_MAPPING: mapping})
+        with _OverwriteFiles(Operation.OVERWRITE, tx, table.io) as overwrite:
+            for f in _parquet_files_to_data_files(tx.table_metadata, [path], table.io):
+                overwrite.append_data_file(f)
+
+
+def test_an_overwrite_that_only_adds_files_is_an_append(table: Table, tmp_path: Path) -> None:
+    table.append(_rows((1, "a"), (2, "b")))
+    before = _pin(table)
+    _overwrite_adding(table, tmp_path, _rows((3, "c"), (3, "d")))
+    table.refresh()
+    assert table.current_snapshot().summary.operation == Operation.OVERWRITE  # type: ignore[union-attr]
+    after = _pin(table)
+    change = base_change(before, after, table)
+    assert (change.kind, change.delta_rows) == (APPEND, 2), change
+    assert _files(change.delta) == _added(before, after)  # type: ignore[arg-type]
+    # One that also removed a file stays a signed change.
+    table.delete("p = 1")
+    change = base_change(after, _pin(table), table)
+    assert change.kind == SIGNED, change

@@ -180,11 +180,15 @@ def _appended_groups(consumed: PinnedTable, current: PinnedTable, table: Table) 
     snap = table.snapshot_by_id(new_id) if new_id is not None else None
     if snap is not None and not iceberg_manifests.has_delete_files(table, snap):
         appends = [
-            s for s in _chain(table, old_id, snap) if s.summary is not None and s.summary.operation == Operation.APPEND
+            s
+            for s in _chain(table, old_id, snap)
+            if s.summary is not None and (s.summary.operation == Operation.APPEND or adds_only(s))
         ]
         entries = iceberg_manifests.appended_files(table, appends)
         tasks = [FileScanTask(e.file) for e in entries]
     else:
+        if snap is not None and any(adds_only(s) for s in _chain(table, old_id, snap)):
+            return None  # pyiceberg's append scan reads append snapshots only: signed instead
         tasks = list(
             table.incremental_append_scan(
                 from_snapshot_id_exclusive=old_id, to_snapshot_id_inclusive=new_id
@@ -220,6 +224,29 @@ def _signed(consumed: PinnedTable, current: PinnedTable, table: Table, compactio
         rows_retracted=change.rows_retracted,
         files_read=change.files_read,
     )
+
+
+_REMOVALS = (
+    "deleted-data-files",
+    "deleted-records",
+    "removed-delete-files",
+    "added-delete-files",
+    "added-position-deletes",
+    "added-equality-deletes",
+    "removed-position-deletes",
+    "removed-equality-deletes",
+)
+"""Snapshot summary counts (Iceberg spec) of anything but added data files."""
+
+
+def adds_only(snapshot: Snapshot) -> bool:
+    """True for an ``overwrite`` snapshot whose summary counts added data files and nothing
+    removed or deleted (a commit that replaced nothing: an append in effect, as a
+    copy-on-write refresh that only added rows writes it); its files are an append."""
+    summary = snapshot.summary
+    if summary is None or summary.operation != Operation.OVERWRITE or summary.get("added-data-files") is None:
+        return False
+    return all(summary.get(key) in (None, "0") for key in _REMOVALS)
 
 
 def _walk(table: Table, name: str, old_id: int | None, new_id: int) -> tuple[int, str | None, int]:
@@ -259,6 +286,8 @@ def _walk(table: Table, name: str, old_id: int | None, new_id: int) -> tuple[int
         operation = s.summary.operation if s.summary is not None else None
         if operation == Operation.REPLACE:
             compactions += 1
+        elif adds_only(s):
+            continue  # an append in effect
         elif operation in (Operation.OVERWRITE, Operation.DELETE):
             rewrites += 1
         elif operation != Operation.APPEND:
