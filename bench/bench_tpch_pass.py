@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_tpch_refresh import KEPT, _check, _keys, _technique, make_lake, rf1, rf2  # noqa: E402
+from bench_tpch_refresh import KEPT, _check, _keys, _technique, lake_client, rf1, rf2  # noqa: E402
 from results import timed, write_results  # noqa: E402
 
 SECTION = "## TPC-H's 22 MVs refreshed as one pass"
@@ -78,23 +78,11 @@ def step(client: Any, queries: dict[str, str], what: str) -> dict[str, Any]:
 
 def run(sf: float, data: Path, work: Path, rf2_mode: str) -> dict[str, Any]:
     """Create the lake and the MVs in ``work``, then the two steps; returns the figures."""
-    from sparkmv.client.client import Client
-    from sparkmv.demo.data import generate_tables
-    from sparkmv.demo.tpch_queries import TPCH_QUERIES, TPCH_TABLES, qualified
-    from sparkmv.storage.spark import get_spark
+    from sparkmv.demo.tpch_queries import TPCH_QUERIES, qualified
 
-    raw = generate_tables(data / f"sf{sf:g}" / "tables", sf, TPCH_TABLES)
-    uri, warehouse = f"sqlite:///{work}/lake.db", work / "lakewh"
-    cat, _, _ = make_lake(uri, warehouse, raw)
-    spark = get_spark("local[2]", {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
-    spark.sparkContext.setLogLevel("ERROR")
-    client = Client(home=work / "home", spark=spark)
+    cat, _, _, client = lake_client(sf, data, work)
     figures: dict[str, Any] = {"sf": sf, "rf2": rf2_mode, "load_before": os.getloadavg()[0], "steps": []}
     try:
-        client.execute(
-            'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
-            f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
-        )
         queries = {mv: qualified(q, "lake.tpch") for mv, q in TPCH_QUERIES.items()}
         for mv, query in queries.items():
             client.execute(f"CREATE MATERIALIZED VIEW {mv} AS {query}")

@@ -306,6 +306,28 @@ def refresh_all(
     return out
 
 
+def lake_client(sf: float, data: Path, work: Path) -> tuple[Any, dict[str, int], float, Any]:
+    """TPC-H at ``sf`` in the external catalog ``lake`` under ``work`` and a client (its own
+    SparkSession ``local[2]``) that reads it: (the pyiceberg catalog, row counts, seconds to
+    write the lake, the client)."""
+    from sparkmv.client.client import Client
+    from sparkmv.demo.data import generate_tables
+    from sparkmv.demo.tpch_queries import TPCH_TABLES
+    from sparkmv.storage.spark import get_spark
+
+    raw = generate_tables(data / f"sf{sf:g}" / "tables", sf, TPCH_TABLES)
+    uri, warehouse = f"sqlite:///{work}/lake.db", work / "lakewh"
+    cat, counts, write_s = make_lake(uri, warehouse, raw)
+    spark = get_spark("local[2]", {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
+    spark.sparkContext.setLogLevel("ERROR")
+    client = Client(home=work / "home", spark=spark)
+    client.execute(
+        'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
+        f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
+    )
+    return cat, counts, write_s, client
+
+
 def run(
     sf: float,
     data: Path,
@@ -317,17 +339,10 @@ def run(
     """Run the benchmark in ``work`` (a fresh directory); returns the figures. Each timed
     refresh compiles its own generated code (:func:`forget_generated_code`) unless
     ``warm_codegen``."""
-    from sparkmv.client.client import Client
-    from sparkmv.demo.data import generate_tables
-    from sparkmv.demo.tpch_queries import TPCH_QUERIES, TPCH_TABLES, qualified
-    from sparkmv.storage.spark import get_spark
+    from sparkmv.demo.tpch_queries import TPCH_QUERIES, qualified
 
-    raw = generate_tables(data / f"sf{sf:g}" / "tables", sf, TPCH_TABLES)
-    uri, warehouse = f"sqlite:///{work}/lake.db", work / "lakewh"
-    cat, counts, write_s = make_lake(uri, warehouse, raw)
-    spark = get_spark("local[2]", {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
-    spark.sparkContext.setLogLevel("ERROR")
-    client = Client(home=work / "home", spark=spark)
+    cat, counts, write_s, client = lake_client(sf, data, work)
+    spark = client.runtime.spark
     figures: dict[str, Any] = {
         "sf": sf,
         "rf2": rf2_mode,
@@ -337,10 +352,6 @@ def run(
         "codegen": "warm" if warm_codegen else "cold",
     }
     try:
-        client.execute(
-            'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
-            f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
-        )
         queries = {mv: qualified(q, "lake.tpch") for mv, q in TPCH_QUERIES.items() if not only or mv in only}
         print(f"TPC-H SF {sf:g} in the lake ({write_s:.0f} s); creating the MVs", flush=True)
         figures["create"] = create_all(client, queries)
@@ -357,7 +368,7 @@ def run(
     finally:
         client.close()
     figures["load_after"] = os.getloadavg()
-    figures["data_bytes"] = sum(f.stat().st_size for f in warehouse.rglob("*.parquet"))
+    figures["data_bytes"] = sum(f.stat().st_size for f in (work / "lakewh").rglob("*.parquet"))
     return figures
 
 

@@ -10,6 +10,8 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -63,6 +65,7 @@ class Runtime:
         self.catalog = catalog or Catalog.open(settings.catalog_url)
         self._spark = spark
         self._starting: threading.Thread | None = None
+        self._local = threading.local()  # a session this thread uses instead (:meth:`using`)
         self.faults = faults or FaultInjector.parse(settings.fault, settings.fault_mode)
         self.owner = Owner.current()
 
@@ -77,7 +80,10 @@ class Runtime:
     @property
     def spark(self) -> SparkSession:
         """The process's SparkSession (started on first use): classic on the settings' master,
-        or Spark Connect when they name a remote."""
+        or Spark Connect when they name a remote; inside :meth:`using`, that session."""
+        chosen = getattr(self._local, "spark", None)
+        if chosen is not None:
+            return chosen  # type: ignore[no-any-return]
         self.wait_for_spark()
         if self._spark is None:
             from sparkmv.storage.spark import get_spark
@@ -85,6 +91,18 @@ class Runtime:
             s = self.settings
             self._spark = get_spark(s.spark_master, s.spark_conf, log_home=s.home, remote=s.spark_remote)
         return self._spark
+
+    @contextmanager
+    def using(self, session: SparkSession | None) -> Iterator[None]:
+        """Inside the block, :attr:`spark` is ``session`` in this thread (a child session of
+        the process's, with settings of its own; None: no change)."""
+        before = getattr(self._local, "spark", None)
+        if session is not None:
+            self._local.spark = session
+        try:
+            yield
+        finally:
+            self._local.spark = before
 
     def start_spark_in_background(self, quick_start: bool = False) -> None:
         """Start the SparkSession in another thread, so that the JVM starts while this thread

@@ -40,6 +40,11 @@ if TYPE_CHECKING:  # pyspark is imported where a chunk is computed
 log = logging.getLogger("sparkmv.refresh")
 
 
+TINY_RUN_BYTES = 4 * 1024 * 1024
+"""An incremental run estimated to read at most this (bytes) of a small MV runs on the
+tiny-input session (:meth:`MvRefreshJob._tiny_session`)."""
+
+
 @dataclass(frozen=True)
 class MvRunPlan:
     """The stored plan of an MV refresh run.
@@ -180,6 +185,21 @@ class MvRefreshJob(Job[MvRunPlan]):
         self.plan = MvRunPlan.from_json(data)
         return self.plan
 
+    def _tiny_session(self) -> Any:
+        """The child session for tiny inputs (:data:`~sparkmv.refresh.small_mv.TINY_INPUT_CONF`:
+        no adaptive re-planning, no code generation, one shuffle partition) when this
+        incremental run reads at most :data:`TINY_RUN_BYTES` by its estimate and the MV is
+        small: a refresh of a few rows then costs no code generation (compiled anew per
+        plan, most of such a run: bench/RESULTS.md, "Where the time goes"); else None."""
+        from sparkmv.refresh.small_mv import is_small, tiny_session
+
+        estimate = next((c.estimate_bytes for c in self.plan.candidates if c.chosen), None)
+        if estimate is None or estimate > TINY_RUN_BYTES or not self.rt.has_spark:
+            return None
+        if not is_small(self.rt.iceberg.load(self.mv.name)):
+            return None
+        return tiny_session(self.rt.spark)
+
     # -- chunks -------------------------------------------------------------------------------
     def compute(self, ctx: RunContext, chunk_ids: list[int], attempt_name: str) -> dict[int, ChunkOutcome]:
         """Compute each chunk's MV partitions into ``<staging>/<attempt_name>``."""
@@ -190,14 +210,15 @@ class MvRefreshJob(Job[MvRunPlan]):
             from sparkmv.refresh.jobs.incremental import compute_incremental
 
             [chunk_id] = chunk_ids
-            outcome = compute_incremental(
-                self.rt,
-                self.mv,
-                self.plan.pinned,
-                self.plan.inputs,
-                self.plan.mv_snapshot,
-                warehouse.join(root, attempt_name),
-            )
+            with self.rt.using(self._tiny_session()):
+                outcome = compute_incremental(
+                    self.rt,
+                    self.mv,
+                    self.plan.pinned,
+                    self.plan.inputs,
+                    self.plan.mv_snapshot,
+                    warehouse.join(root, attempt_name),
+                )
             return {chunk_id: outcome}
         out: dict[int, ChunkOutcome] = {}
         for chunk_id in chunk_ids:
