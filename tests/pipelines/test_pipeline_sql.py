@@ -222,3 +222,39 @@ def test_streaming_table_appends_the_new_rows_of_each_flow_once(client: Any, sal
     run_pipeline(client, project)
     schemes = {s.name: s.refresh_scheme for s in client.status()}
     assert schemes == {"orders_feed": "ASYNC EVERY (INTERVAL 2 HOUR)", "feed_totals": "ASYNC EVERY (INTERVAL 2 HOUR)"}
+
+
+VIEW_JOIN = """CREATE TEMPORARY VIEW clean AS SELECT m, id, amount FROM sales WHERE amount > 1;
+CREATE TEMPORARY VIEW everything AS SELECT * FROM clean;
+CREATE MATERIALIZED VIEW priced TBLPROPERTIES ('refresh_mode' = 'INCREMENTAL') AS
+SELECT c.id, c.amount, r.rate FROM everything c JOIN rates r ON c.m = r.m;
+"""
+PRICED = "SELECT c.id, c.amount, r.rate FROM sales c JOIN rates r ON c.m = r.m WHERE c.amount > 1"
+
+
+def test_temporary_views_joined_by_an_mv_are_maintained_incrementally(
+    client: Any, sales: Path, tmp_path: Path
+) -> None:
+    """A temporary view of unqualified columns, and one selecting ``*``, inlined under a join:
+    resolved against the base tables' schemas, the MV is maintained by the delta rules (strict
+    INCREMENTAL is accepted), and later runs see the same definition (no replace)."""
+    import pyarrow as pa
+
+    client.sql(f"CREATE EXTERNAL TABLE sales USING parquet LOCATION '{sales}'")
+    rates = pa.schema([("m", pa.string()), ("rate", pa.float64())])
+    client.runtime.iceberg.create_table(ObjectName("default", "rates"), rates, None)
+    client.runtime.iceberg.load(ObjectName("default", "rates")).append(
+        pa.table({"m": ["2024-01", "2024-02", "2024-03"], "rate": [1.5, 2.0, 0.5]}, schema=rates)
+    )
+    spec = write_project(tmp_path / "shop", {"views.sql": VIEW_JOIN})
+    assert states(run_pipeline(client, load_project(spec))) == {"priced": ("SUCCESS", "FULL")}
+    assert_mv_matches(client, "priced", PRICED)
+    second = run_pipeline(client, load_project(spec))
+    assert states(second) == {"priced": ("SKIPPED", "SKIP")}, second.results
+
+    write_partition(sales, "m", "2024-02", {"id": [900, 901], "amount": [5.0, 0.5]}, "part-1.parquet")
+    third = run_pipeline(client, load_project(spec))
+    [priced] = third.results
+    assert (priced.state, priced.technique) == ("SUCCESS", "INCREMENTAL"), priced
+    assert "definition changed" not in (priced.reason or ""), priced
+    assert_mv_matches(client, "priced", PRICED)

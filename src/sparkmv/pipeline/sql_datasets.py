@@ -52,7 +52,7 @@ def run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool, query
     query = query or project.queries[ds.name]
     with client.runtime.catalog.read() as s:
         row = client.runtime.catalog.objects.find(s, ds.name)
-        stored = (row.kind, dict(row.properties or {}), definition_changed(row, query, ds)) if row else None
+        stored = (row.kind, dict(row.properties or {}), definition_changed(row, query, ds, client)) if row else None
         scheme = row.refresh_scheme if row else None
     if stored is not None and stored[0] != "MATERIALIZED_VIEW":
         raise SparkMvError(f"{ds.name.display} is already a sparkmv {stored[0].lower().replace('_', ' ')}")
@@ -79,10 +79,27 @@ def run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool, query
     return sql_result(client, ds, run, "created" if created else None)
 
 
-def definition_changed(row: ObjectRow, query: str, ds: Dataset) -> bool:
+def definition_changed(row: ObjectRow, query: str, ds: Dataset, client: Client | None = None) -> bool:
     """True when SQL dataset ``ds`` (its resolved ``query``) differs from the MV ``row`` the
-    catalog stores for it: another query or partition column (the MV is then replaced)."""
-    return row.definition != query or (row.partition_by or None) != ds.partition_by
+    catalog stores for it: another query or partition column (the MV is then replaced). With
+    ``client``, a query sparkmv stored resolved against its base tables' schemas (maintained
+    only so: :func:`sparkmv.services.ddl.create_materialized_view`) is the same query;
+    without (metadata only, no Spark), any other text is a change."""
+    if (row.partition_by or None) != ds.partition_by:
+        return True
+    if row.definition == query or client is None:
+        return row.definition != query
+    from sparkmv.analysis.qualify import qualify_unqualified
+    from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables
+    from sparkmv.refresh.analyze import base_dataframe
+
+    parsed = parse_query(query)
+    rt = client.runtime
+    try:
+        columns = {b.qualified: base_dataframe(rt, b, empty=True).columns for b in referenced_tables(parsed)}
+    except SparkMvError:  # a base table gone: the definition is replaced (and says why)
+        return True
+    return qualify_unqualified(parsed, columns).sql(DIALECT) != row.definition
 
 
 def _replace_sql_mv(client: Client, project: Project, ds: Dataset, query: str, scheme: str) -> DatasetResult:

@@ -249,12 +249,13 @@ def _qualified_when_maintained(
     rt: Runtime, stmt: CreateMaterializedView, query: Any
 ) -> tuple[Any, Any, dict[str, list[str]] | None]:
     """The defining query as stored: as written, unless incremental refresh maintains it
-    only, or by the delta rules only, once resolved against its base tables (an outer
-    join's sides, TPC-H Q13; a derived table under a join), then resolved
+    only once resolved against its base tables (an outer join's sides, TPC-H Q13; a derived
+    table of unqualified columns under a join), then resolved
     (:func:`~sparkmv.analysis.qualify.qualify_unqualified`), so every later analysis of the
     stored definition, and the full refresh, agree; with the base tables' columns
     (qualified name -> names) when the delta rules do not maintain the query as written (a
-    correlated subquery's columns are told apart by them), else None."""
+    correlated subquery's columns are told apart by them; a query the delta rules maintain
+    only resolved is analyzed with them at each refresh), else None."""
     from sparkmv.analysis.incremental import analyze_incremental
     from sparkmv.analysis.qualify import qualify_unqualified
     from sparkmv.analysis.query import DIALECT
@@ -264,11 +265,10 @@ def _qualified_when_maintained(
     if written.reason is None and written.keyed is None:
         return query, stmt, None
     columns = {b.qualified: base_dataframe(rt, b, empty=True).columns for b in referenced_tables(query)}
-    qualified = qualify_unqualified(query, columns)
-    if qualified == query:
+    if written.reason is None:  # kept as written: the analysis with ``columns`` resolves it
         return query, stmt, columns
-    again = analyze_incremental(qualified)
-    if again.reason is not None or (written.reason is None and again.keyed is not None):
+    qualified = qualify_unqualified(query, columns)
+    if qualified == query or analyze_incremental(qualified).reason is not None:
         return query, stmt, columns
     return qualified, dataclasses.replace(stmt, query=qualified.sql(DIALECT)), columns
 
