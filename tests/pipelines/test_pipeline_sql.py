@@ -232,9 +232,7 @@ SELECT c.id, c.amount, r.rate FROM everything c JOIN rates r ON c.m = r.m;
 PRICED = "SELECT c.id, c.amount, r.rate FROM sales c JOIN rates r ON c.m = r.m WHERE c.amount > 1"
 
 
-def test_temporary_views_joined_by_an_mv_are_maintained_incrementally(
-    client: Any, sales: Path, tmp_path: Path
-) -> None:
+def test_temporary_views_joined_by_an_mv_are_maintained_incrementally(client: Any, sales: Path, tmp_path: Path) -> None:
     """A temporary view of unqualified columns, and one selecting ``*``, inlined under a join:
     resolved against the base tables' schemas, the MV is maintained by the delta rules (strict
     INCREMENTAL is accepted), and later runs see the same definition (no replace)."""

@@ -115,3 +115,22 @@ def test_a_copy_on_write_netting_is_shared_among_the_consumers_of_a_pass() -> No
         assert netting.shared_read_bytes(None, change) == 4500  # type: ignore[arg-type]  # two consume it
     finally:
         CURRENT.reset(token)
+
+
+def test_one_pass_wrapper_serves_threads_at_once() -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparkmv.refresh.pass_context import current_pass, in_pass
+
+    shared = RefreshPass({1: {"default.fact": 7}})
+    barrier = threading.Barrier(4)
+
+    def seen() -> RefreshPass | None:
+        barrier.wait(timeout=10)  # all four inside the wrapper at once
+        return current_pass()
+
+    wrapped = in_pass(shared, seen)
+    with ThreadPoolExecutor(4) as pool:
+        assert [f.result() for f in [pool.submit(wrapped) for _ in range(4)]] == [shared] * 4
+    assert current_pass() is None  # the caller's own context is untouched

@@ -94,7 +94,7 @@ def run_pipeline(
     running: dict[Future[DatasetResult], tuple[ObjectName, datetime]] = {}
 
     register_project(client, project)
-    shared = pass_of(client.runtime, list(graph.datasets))  # each change read once for all
+    attempt = in_pass(pass_of(client.runtime, list(graph.datasets)), _attempt)  # a change read once for all
 
     def finish(res: DatasetResult, started: datetime) -> None:
         res.started = res.started or started
@@ -115,7 +115,6 @@ def run_pipeline(
                     finish(skipped, _now())
                 else:
                     force = full_refresh_all or ds.name in full
-                    attempt = in_pass(shared, _attempt)
                     running[pool.submit(attempt, client, project, ds, force, set(outcome))] = (ds.name, _now())
                     if runs_alone(ds) or len(running) >= limit:
                         break

@@ -62,8 +62,14 @@ def change_lock(key: str) -> Iterator[None]:
 
 
 def in_pass(current: RefreshPass | None, fn: Callable[..., Any]) -> Callable[..., Any]:
-    """``fn`` run with ``current`` as its pass, for a worker thread (a thread does not
-    inherit the context variables of the one that starts it)."""
-    ctx = contextvars.copy_context()
-    ctx.run(CURRENT.set, current)
-    return functools.partial(ctx.run, fn)
+    """``fn`` run with ``current`` as its pass, for worker threads (a thread does not inherit
+    the context variables of the one that starts it); each call runs in a context of its own,
+    so one wrapper serves any number of threads at once."""
+
+    @functools.wraps(fn)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        ctx = contextvars.copy_context()
+        ctx.run(CURRENT.set, current)
+        return ctx.run(fn, *args, **kwargs)
+
+    return run
