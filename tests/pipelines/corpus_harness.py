@@ -27,10 +27,6 @@ it as ``${corpus.data}``, Spark's variable substitution).
   README, "SQL streaming table"; for materialized views both references agree). A dataset is
   equal when it equals either; the details name which.
 
-``spark-pipelines`` runs one flow at a time (``spark.sql.pipelines.execution.maxConcurrentFlows
-= 1``): its plain Parquet tables are not transactional, and concurrent flows into one table
-lose rows there (see :func:`prepare`).
-
 Each comparison is of multisets of rows with their column names (floats to 6 decimals,
 values as text, Hive's null partition as NULL). ``spark-pipelines``' tables are read from
 their Parquet files in its warehouse (a Derby metastore and the warehouse are set in the
@@ -64,7 +60,6 @@ SDP_ARGS = {"initial": ("run",), "append": ("run",), "mutate": ("run",)}
 FULL_REFRESH = ("run", "--full-refresh-all")
 """The second reference of the ``mutate`` step (see the module docstring)."""
 TIMEOUT = 900
-MAX_CONCURRENT_FLOWS = "spark.sql.pipelines.execution.maxConcurrentFlows"
 HIDDEN_PREFIX = "__smv_"
 _LINE = re.compile(
     r"^\S+ -> \S+  (\S+) \((.*?)\)  (SUCCESS|SKIPPED|FAILED|NOT RUN|EXCLUDED)  (\S+)  rows (\S+)\s*(.*)$"
@@ -143,11 +138,6 @@ def prepare(project: str, work: Path) -> dict[str, Path]:
         f"spark.sql.warehouse.dir {work / 'warehouse'}\n"
         f"spark.hadoop.javax.jdo.option.ConnectionURL jdbc:derby:;databaseName={work / 'metastore'};create=true\n"
         "spark.sql.shuffle.partitions 2\nspark.ui.enabled false\n"
-        # One flow at a time: the reference's tables are plain Parquet tables of a Hive
-        # metastore, not transactional, so two flows appending to one table at once lose
-        # one's files, and an MV may read a table while its flows still write it (seen with
-        # pyspark 4.3: a multi-flow streaming table missing a flow's rows, an MV over it empty).
-        f"{MAX_CONCURRENT_FLOWS} 1\n"
     )
     return folders
 
