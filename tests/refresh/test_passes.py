@@ -64,6 +64,8 @@ def test_a_pass_refreshes_in_dependency_order_and_reads_a_shared_delete_once(mak
 
     # A copy-on-write delete of two rows of fact, read by two MVs: netted once, for both.
     client.runtime.iceberg.load(ObjectName.parse("fact")).delete("v = 40 OR v = 5")
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW by_k").message or ""
+    assert "shared change reads:" in text and "  default.fact: read by 2 MVs from snapshot " in text, text
     result = client.execute("REFRESH ALL MATERIALIZED VIEWS", raise_on_failure=True)
     lines = sorted((result.message or "").splitlines())
     assert [line.split(":")[0] for line in lines] == ["by_k", "joined", "nested"], lines

@@ -60,6 +60,7 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
     if candidates:
         out.append("candidates:")
         out.extend(candidate_table(candidates))
+        out.extend(shared_reads(rt, mv.object_id, candidates))
     out.append("changed base partitions:")
     for table, paths in sorted(plan.changed_base_partitions.items()):
         out.append(f"  {table}: {', '.join(p or '<all>' for p in paths)}")
@@ -77,6 +78,31 @@ def explain_refresh(rt: Runtime, stmt: RefreshMaterializedView) -> str:
             parts = OUTSIDE_LABEL + (f" (replacing {parts})" if c.partitions else "")
         out.append(f"  chunk {i}: {parts} (base {c.base_bytes} bytes)")
     return "\n".join(out)
+
+
+def shared_reads(rt: Runtime, object_id: int, candidates: list[Candidate]) -> list[str]:
+    """Lines of the signed changes this MV's INCREMENTAL candidate reads that other objects
+    consumed from the same snapshot: in one refresh pass their read and netting is shared
+    (:mod:`sparkmv.refresh.passes`), each MV's share the read over the consumers."""
+    incremental = next((c for c in candidates if c.mode == "INCREMENTAL"), None)
+    signed = [ch for ch in (incremental.changes if incremental else []) if ch.get("kind") == "signed"]
+    if not signed:
+        return []
+    lines = []
+    with rt.catalog.read() as s:
+        consumed = rt.catalog.positions.load(s, object_id)
+        for ch in signed:
+            position = consumed.get(ch["table"])
+            snapshot = position.get("snapshot_id") if isinstance(position, dict) else None
+            n = rt.catalog.positions.count_at(s, ch["table"], snapshot) if snapshot is not None else 0
+            if n > 1:
+                size = ch.get("bytes_read") or 0
+                lines.append(
+                    f"  {ch['table']}: read by {n} MVs from snapshot {snapshot}; in one refresh pass "
+                    f"(REFRESH ALL MATERIALIZED VIEWS) read and netted once: ~{size_text(size // n)} each "
+                    f"of {size_text(size)}"
+                )
+    return ["shared change reads:", *lines] if lines else []
 
 
 def analyzed_text(run: RefreshRun) -> str:
