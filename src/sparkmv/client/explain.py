@@ -98,7 +98,7 @@ def shared_reads(rt: Runtime, object_id: int, candidates: list[Candidate]) -> li
             if n > 1:
                 size = ch.get("bytes_read") or 0
                 lines.append(
-                    f"  {ch['table']}: read by {n} MVs from snapshot {snapshot}; in one refresh pass "
+                    f"    {ch['table']}: read by {n} MVs from snapshot {snapshot}; in one refresh pass "
                     f"(REFRESH ALL MATERIALIZED VIEWS) read and netted once: ~{size_text(size // n)} each "
                     f"of {size_text(size)}"
                 )
