@@ -11,7 +11,8 @@ over the catalog's newest :data:`HISTORY` successful runs of that technique (the
 covers its Spark jobs, its commit and its catalog transactions; the slope its reading and
 merging). A technique with fewer than :data:`MIN_RUNS` runs keeps no fitted constants; AUTO
 then compares bytes, its default for a new catalog. Once every eligible technique of a run
-is fitted, AUTO picks the least predicted seconds (:func:`predicted_seconds`).
+is fitted, AUTO picks the least predicted seconds
+(:func:`sparkmv.refresh.incremental.candidates.choose`).
 
 How often AUTO picked the faster technique: for each past run where it weighed two or
 more, the chosen technique's measured seconds against the least predicted seconds of the
@@ -27,7 +28,7 @@ others (right when it is not slower), published in ``sparkmv.cost_model``.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -93,10 +94,6 @@ class CostModel:
         return self.right / self.weighed if self.weighed else None
 
 
-DEFAULT = CostModel({})
-"""A new catalog's model: nothing fitted, AUTO compares bytes."""
-
-
 def fit(samples: Iterable[Sample], fitted_at: datetime | None = None) -> CostModel:
     """Fit every technique with :data:`MIN_RUNS` samples, then score the past choices."""
     by_mode: dict[str, list[Sample]] = {}
@@ -113,7 +110,7 @@ def fit(samples: Iterable[Sample], fitted_at: datetime | None = None) -> CostMod
             continue
         weighed += 1
         right += s.seconds <= min(known)
-    return CostModel(techniques, weighed, right, fitted_at, len(every))
+    return replace(model, weighed=weighed, right=right)
 
 
 def _line(rows: Sequence[Sample]) -> Fitted:

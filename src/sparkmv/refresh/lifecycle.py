@@ -321,12 +321,12 @@ class RunLifecycle:
         self.rt.faults.hit("after_publish")
         read = None  # Spark's input metrics of the run's tagged jobs, in this process
         if self.rt.has_spark:
-            from sparkmv.storage.spark import input_bytes, job_times
+            from sparkmv.storage.spark import tagged_jobs
 
-            read = input_bytes(self.rt.spark, job_tag(ctx.run_id))
+            read, times = tagged_jobs(self.rt.spark, job_tag(ctx.run_id))
             recorded = timing.current()
             if recorded is not None:
-                recorded.spark_jobs = job_times(self.rt.spark, job_tag(ctx.run_id))
+                recorded.spark_jobs = times
         with timing.phase("catalog"), self.catalog.transaction() as s:
             self._finish(s, job, ctx.run_id, RunState.SUCCESS, snapshot_id, RefreshState.FINISHING, chunks)
             self.catalog.runs.update(s, ctx.run_id, bytes_read=read)

@@ -10,8 +10,9 @@ refreshed or untouched; recovery resumes its run). What the pass adds:
   to ``max_concurrent`` at once (threads: each run's Spark jobs are in its own job group);
 - **one read of each change**: AUTO weighs reading and netting a base table's signed change
   as shared among the MVs of the pass that consume the same change
-  (:func:`~sparkmv.refresh.pass_context.consumers_in_pass`, used by :mod:`sparkmv.refresh.incremental.netting`), and the
-  first MV to read it stores it in the change cache, where the others find it (a lock per
+  (:func:`~sparkmv.refresh.pass_context.consumers_in_pass`, used by
+  :mod:`sparkmv.refresh.incremental.netting`), and the first MV to read it stores it in the
+  change cache, where the others find it (a lock per
   change makes the concurrent ones wait rather than read it again). A copy-on-write rewrite
   of every file of a table, too dear for one MV to net alone, is netted once for all (as
   Databricks' Enzyme and Snowflake share a change across the dynamic tables over it).

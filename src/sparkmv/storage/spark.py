@@ -184,54 +184,55 @@ def cancel_jobs(spark: SparkSession, tag: str) -> None:
         spark.sparkContext.cancelJobsWithTag(tag)
 
 
-def input_bytes(spark: SparkSession, tag: str) -> int | None:
-    """Bytes read by the Spark jobs of this driver that carry ``tag`` (see :func:`job_scope`),
-    summed over their stages' attempts by Spark's input metrics (files and tables scanned;
-    shuffle reads are not input). None on Spark Connect, whose client has no view of the
-    server's status store, and when the status store has dropped the jobs
-    (``spark.ui.retainedJobs``).
+def tagged_jobs(spark: SparkSession, tag: str) -> tuple[int | None, dict[str, Any]]:
+    """What Spark's status store holds of this driver's jobs that carry ``tag`` (see
+    :func:`job_scope`), read in one walk over them:
 
-    The status store is Spark's own record of jobs, kept with the UI disabled too."""
+    - the bytes they read, summed over their stages' attempts by Spark's input metrics
+      (files and tables scanned; shuffle reads are not input);
+    - their times: ``{"count": n, "seconds": s, "groups": {job group: [n, s]}}``, each job's
+      seconds from its submission to its completion; ``{}`` with no job.
+
+    ``(None, {})`` on Spark Connect, whose client has no view of the server's status store,
+    and when the store has dropped the jobs (``spark.ui.retainedJobs``); bytes None when it
+    has dropped a stage. The status store is Spark's own record of jobs, kept with the UI
+    disabled too."""
     if is_connect(spark):
-        return None
+        return None, {}
     jsc = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
     store = jsc.statusStore()
+    try:
+        jobs = [store.job(job_id) for job_id in jsc.statusTracker().getJobIdsForTag(tag)]
+    except Exception:  # a job evicted from the store (a py4j error)
+        return None, {}
+    return _input_bytes(spark, store, jobs), _job_times(jobs)
+
+
+def _input_bytes(spark: SparkSession, store: Any, jobs: list[Any]) -> int | None:
     no_quantiles = spark.sparkContext._gateway.new_array(spark.sparkContext._jvm.double, 0)  # type: ignore[union-attr]
     total = 0
     try:
-        for job_id in jsc.statusTracker().getJobIdsForTag(tag):
-            stages = store.job(job_id).stageIds()
+        for job in jobs:
+            stages = job.stageIds()
             for i in range(stages.size()):
                 attempts = store.stageData(stages.apply(i), False, None, False, no_quantiles)
                 total += sum(attempts.apply(k).inputBytes() for k in range(attempts.size()))
-    except Exception:  # a job or stage evicted from the store (a py4j error)
+    except Exception:  # a stage evicted from the store (a py4j error)
         return None
     return total
 
 
-def job_times(spark: SparkSession, tag: str) -> dict[str, Any]:
-    """The Spark jobs of this driver that carry ``tag``: ``{"count": n, "seconds": s,
-    "groups": {job group: [n, s]}}``, each job's seconds from its submission to its
-    completion in Spark's status store; ``{}`` on Spark Connect, with no job, or when the
-    store has dropped them (as :func:`input_bytes`)."""
-    if is_connect(spark):
-        return {}
-    jsc = spark.sparkContext._jsc.sc()  # type: ignore[union-attr]
-    store = jsc.statusStore()
+def _job_times(jobs: list[Any]) -> dict[str, Any]:
     groups: dict[str, list[float]] = {}
-    try:
-        for job_id in jsc.statusTracker().getJobIdsForTag(tag):
-            job = store.job(job_id)
-            submitted, completed = job.submissionTime(), job.completionTime()
-            seconds = 0.0
-            if submitted.isDefined() and completed.isDefined():
-                seconds = (completed.get().getTime() - submitted.get().getTime()) / 1000.0
-            group = job.jobGroup().get() if job.jobGroup().isDefined() else ""
-            entry = groups.setdefault(group, [0, 0.0])
-            entry[0] += 1
-            entry[1] += seconds
-    except Exception:  # a job evicted from the store (a py4j error)
-        return {}
+    for job in jobs:
+        submitted, completed = job.submissionTime(), job.completionTime()
+        seconds = 0.0
+        if submitted.isDefined() and completed.isDefined():
+            seconds = (completed.get().getTime() - submitted.get().getTime()) / 1000.0
+        group = job.jobGroup().get() if job.jobGroup().isDefined() else ""
+        entry = groups.setdefault(group, [0, 0.0])
+        entry[0] += 1
+        entry[1] += seconds
     if not groups:
         return {}
     count = sum(int(n) for n, _ in groups.values())

@@ -17,9 +17,9 @@ Either read is stored once in the change cache (:mod:`sparkmv.sources.change_cac
 serves every MV over the table that consumed the same snapshot. A copy-on-write netting is
 paid by the MV that finds it worth it alone (at TPC-H SF1 RF2, netting ``lineitem`` took
 Q1 38-61 s against its 10 s FULL), or in a refresh pass by the MVs of the pass that consume
-it, split among them (:mod:`sparkmv.refresh.passes`). A merge-on-read read is shared: its cost is split among
-the MVs whose consumed position is the change's start (:func:`shared_read_bytes`), as the
-first of them pays it and the others find it cached.
+it, split among them (:mod:`sparkmv.refresh.passes`). A merge-on-read read is shared: its
+cost is split among the MVs whose consumed position is the change's start
+(:func:`shared_read_bytes`), as the first of them pays it and the others find it cached.
 """
 
 from __future__ import annotations
