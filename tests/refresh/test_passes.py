@@ -4,6 +4,7 @@ bad names refused before anything runs; every MV equal to DuckDB's result of its
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +112,17 @@ def test_a_copy_on_write_netting_is_shared_among_the_consumers_of_a_pass() -> No
     }
     delta = PinnedTable("default.fact", "signed", "{}", [], rewritten, since_snapshot_id=7, snapshot_id=8)
     change = BaseChange("default.fact", SIGNED, None, old, delta, 9000, 10, rows_retracted=4)
-    assert netting.shared_read_bytes(None, change) == 9000  # type: ignore[arg-type]  # alone: all of it
+    # Netted on the driver a partition at a time: a quarter of a Spark scan's bytes.
+    assert netting.shared_read_bytes(None, change) == 2250  # type: ignore[arg-type]  # alone: all of it
     token = CURRENT.set(RefreshPass({1: {"default.fact": 7}, 2: {"default.fact": 7}, 3: {"default.fact": 6}}))
     try:
-        assert netting.shared_read_bytes(None, change) == 4500  # type: ignore[arg-type]  # two consume it
+        assert netting.shared_read_bytes(None, change) == 1125  # type: ignore[arg-type]  # two consume it
     finally:
         CURRENT.reset(token)
+    # A file too large to net on the driver: Spark nets it, at its bytes.
+    huge = {role: replace(p, bytes=2**30) for role, p in rewritten.items()}
+    large = replace(change, delta=replace(delta, partitions=huge), delta_bytes=2**31)
+    assert netting.shared_read_bytes(None, large) == 2**31  # type: ignore[arg-type]
 
 
 def test_one_pass_wrapper_serves_threads_at_once() -> None:

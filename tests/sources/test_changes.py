@@ -45,6 +45,10 @@ def table(store: IcebergStore) -> Table:
     return store.create_table(T, SCHEMA, "p")
 
 
+def _file_sizes(files: list[str]) -> list[int]:
+    return [Path(f.removeprefix("file://")).stat().st_size for f in files]
+
+
 def _rows(*rows: tuple[int, str]) -> pa.Table:
     return pa.table({"p": [r[0] for r in rows], "v": [r[1] for r in rows]}, schema=SCHEMA)
 
@@ -477,13 +481,13 @@ def test_position_deletes_retract_the_rows_at_their_positions(table: Table) -> N
     change = signed.signed_change(consumed, first, table)
     assert change.delta is not None and set(change.delta.partitions) == {signed.REPOSITIONED}
     assert (change.rows_added, change.rows_retracted, change.files_read) == (0, 1, 1)
-    rows = signed._arrow_rows(change.delta, table, ["p", "v"]).to_pylist()
+    rows = signed._netted_in_arrow(change.delta, table, ["p", "v"]).to_pylist()
     assert rows == [{"p": 1, "v": "b", "__smv_sign": -1}]
     # more deletes of the same file: only the positions deleted since are retracted
     delete_rows(table, lambda t: pc.is_in(t.column("v"), pa.array(["a", "d"])))
     later = signed.signed_change(first, dataclasses.replace(first, snapshot_id=_sid(table)), table)
     assert later.delta is not None
-    rows = signed._arrow_rows(later.delta, table, ["p", "v"]).to_pylist()
+    rows = signed._netted_in_arrow(later.delta, table, ["p", "v"]).to_pylist()
     assert sorted((r["v"], r["__smv_sign"]) for r in rows) == [("a", -1), ("d", -1)]
 
 
@@ -499,6 +503,41 @@ def test_a_small_signed_change_is_netted_in_arrow_with_repeated_rows(table: Tabl
     assert netted is not None
     # the rewrite retracted 4 rows and added 4; what is left: one of the two b's, a, and d
     assert sorted((r["v"], r["__smv_sign"]) for r in netted.to_pylist()) == [("a", -1), ("b", -1), ("d", 1)]
+
+
+@pytest.mark.spark
+def test_a_copy_on_write_change_above_the_netting_size_is_netted_a_partition_at_a_time(
+    spark, table: Table, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each partition's old and new files fit the Arrow netting size though the whole change
+    does not: the change is netted per partition on the driver (no Spark netting), and a
+    partition over the size sends the whole change to Spark, with the same rows."""
+    from sparkmv.sources import signed
+
+    table.append(_rows((1, "a"), (1, "b"), (1, "b"), (2, "c"), (2, "d"), (3, "e")))
+    consumed = _pin(table)
+    table.delete("v == 'a' or v == 'd'")  # copy-on-write: rewrites the files of p=1 and p=2
+    table.append(_rows((3, "f")))
+    change = base_change(consumed, _pin(table), table)
+    assert change.delta is not None
+    parts = change.delta.partitions
+    assert set(parts) == {signed.ADDED, signed.REMOVED} and len(parts[signed.REMOVED].files) == 2
+    largest = max(s for p in parts.values() for s in _file_sizes(p.files))
+    monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", 2 * largest)  # a partition's two files
+    assert sum(p.bytes for p in parts.values()) > signed.ARROW_NETTING_BYTES
+
+    def no_spark_netting(*args: object) -> None:
+        raise AssertionError("netted by Spark")
+
+    expected = [(1, "a", -1), (2, "d", -1), (3, "f", 1)]
+    with monkeypatch.context() as m:
+        m.setattr(signed, "netted", no_spark_netting)
+        rows = signed.read(spark, change.delta, lambda: table)
+        assert sorted((r["p"], r["v"], r["__smv_sign"]) for r in rows.collect()) == expected
+    monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", largest - 1)
+    assert signed._netted_in_arrow(change.delta, table, ["p", "v"]) is None
+    rows = signed.read(spark, change.delta, lambda: table)
+    assert sorted((r["p"], r["v"], r["__smv_sign"]) for r in rows.collect()) == expected
 
 
 @pytest.mark.spark
@@ -524,7 +563,7 @@ def test_a_large_merge_on_read_change_is_read_by_spark_as_the_arrow_reader_reads
     assert change.delta is not None
     assert set(change.delta.partitions) == {signed.REPOSITIONED, signed.ADDED_DELETES}
     expected = sorted(
-        (r["p"], r["v"], r["__smv_sign"]) for r in signed._arrow_rows(change.delta, table, ["p", "v"]).to_pylist()
+        (r["p"], r["v"], r["__smv_sign"]) for r in signed._netted_in_arrow(change.delta, table, ["p", "v"]).to_pylist()
     )
     assert expected == [(1, "b", -1), (2, "d", -1), (3, "f", 1)]
     monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", 0)

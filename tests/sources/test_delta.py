@@ -389,7 +389,7 @@ def test_feed_rows_are_signed_cast_and_netted(tmp_path: Path) -> None:
 
     from sparkmv.sources.delta import _schema_json, open_table
     from sparkmv.sources.delta_cdf import signed_rows
-    from sparkmv.sources.signed import SIGN_COLUMN, net_arrow
+    from sparkmv.sources.signed_arrow import SIGN_COLUMN, net_arrow
     from sparkmv.storage.schema import schema_from_json
 
     root = tmp_path / "delta"

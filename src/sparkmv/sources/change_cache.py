@@ -3,7 +3,7 @@ that reads the same change (DESIGN.md, "change log").
 
 A copy-on-write delete or update rewrites whole data files: the signed change between two
 snapshots is then every row of each old file retracted and every kept row added back, and
-only netting it per distinct row (:func:`sparkmv.sources.signed.net_arrow`) leaves the rows
+only netting it per distinct row (:func:`sparkmv.sources.signed_arrow.net_arrow`) leaves the rows
 really deleted or inserted. Netting reads the rewritten files twice (old and new), about as
 much as recomputing a query over that table. Twenty MVs over ``lineitem`` refreshed after
 one such delete would each pay it; instead the first computes the netted rows and stores

@@ -192,7 +192,8 @@ def read_feed(spark: SparkSession, pinned: PinnedTable) -> DataFrame:
             the run was planned), naming the table and the versions.
     """
     from sparkmv.sources.delta import open_table
-    from sparkmv.sources.signed import _from_arrow, net_arrow, netted
+    from sparkmv.sources.signed import _from_arrow, netted
+    from sparkmv.sources.signed_arrow import net_arrow
     from sparkmv.storage.schema import schema_from_json
 
     schema = schema_from_json(pinned.schema_json)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,6 +34,7 @@ from pyiceberg.table import FileScanTask, Table
 
 from sparkmv.sources import change_cache
 from sparkmv.sources.pinned import PinnedPartition, PinnedTable
+from sparkmv.sources.signed_arrow import SIGN_COLUMN, SignedFile, changed_positions, net_by_partition
 from sparkmv.storage.lazy import lazy_module
 from sparkmv.storage.warehouse import Location
 
@@ -59,7 +59,6 @@ ROLES = (ADDED, REMOVED, ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)
 """Partition keys of a ``signed`` PinnedTable: data files added / removed read as plain
 Parquet, added / removed read through pyiceberg (they carry delete files), and data files
 kept whose delete files changed (their positions deleted since are read)."""
-SIGN_COLUMN = "__smv_sign"
 FEED = "feed|"
 """Partition key of a Delta table's ``signed`` change read from its change data feed
 (:mod:`sparkmv.sources.delta_cdf`)."""
@@ -199,7 +198,7 @@ def read(
         cached = change_cache.load(cache_root, pinned)
         if cached is not None:
             return _from_arrow(spark, cached, schema)
-    if in_arrow_on_the_driver(parts):
+    if in_arrow_on_the_driver(parts):  # or each partition's files alone are small enough
         in_arrow = _netted_in_arrow(pinned, load(), [f.name for f in schema.fields])
         if in_arrow is not None:
             if cache_root is not None:
@@ -243,25 +242,10 @@ def _merge_on_read_rows(spark: SparkSession, pinned: PinnedTable, table: Table, 
         files = parts[REPOSITIONED].files
         before = position_deletes.deleted_positions(table.io, [old[f] for f in files])
         after = position_deletes.deleted_positions(table.io, [new[f] for f in files])
-        changed = _changed_positions(before, after)
+        changed = changed_positions(before, after)
         if changed.num_rows:
             frames.append(position_deletes.read_at(spark, files, schema, changed))
     return frames
-
-
-def _changed_positions(before: pa.Table, after: pa.Table) -> pa.Table:
-    """Positions deleted ``after`` but not ``before`` (sign -1: their rows left the table)
-    and deleted before but no longer (sign +1), as ``file_path``, ``pos``, :data:`SIGN_COLUMN`.
-
-    >>> b = pa.table({"file_path": ["f", "f"], "pos": pa.array([1, 2], pa.int64())})
-    >>> a = pa.table({"file_path": ["f", "g"], "pos": pa.array([2, 5], pa.int64())})
-    >>> _changed_positions(b, a).to_pylist()
-    [{'file_path': 'g', 'pos': 5, '__smv_sign': -1}, {'file_path': 'f', 'pos': 1, '__smv_sign': 1}]
-    """
-    keys = ["file_path", "pos"]
-    gone = after.join(before, keys, join_type="left anti")
-    back = before.join(after, keys, join_type="left anti")
-    return pa.concat_tables([_signed(gone.select(keys), -1), _signed(back.select(keys), 1)])
 
 
 def _stored(
@@ -288,12 +272,14 @@ TPC-H SF1 RF2's 5,869 deleted lineitems in 86 files (bench/RESULTS.md, TPC-H, 20
 
 
 def in_arrow_on_the_driver(parts: dict[str, PinnedPartition]) -> bool:
-    """True when the change of these roles is read and netted in Arrow on the driver: the
-    files read whole total at most :data:`ARROW_NETTING_BYTES`, the files read at changed
-    positions (:data:`REPOSITIONED`) at most :data:`ARROW_REPOSITIONED_BYTES`."""
-    whole = sum(p.bytes for role, p in parts.items() if role != REPOSITIONED)
+    """True when the change of these roles may be read and netted in Arrow on the driver:
+    the files read at changed positions (:data:`REPOSITIONED`) total at most
+    :data:`ARROW_REPOSITIONED_BYTES` and some partition's files read whole may be at most
+    :data:`ARROW_NETTING_BYTES` (the smallest file is; :func:`_netted_in_arrow` checks each
+    partition)."""
+    whole = [p.bytes / max(1, len(p.files)) for role, p in parts.items() if role != REPOSITIONED and p.files]
     repositioned = parts[REPOSITIONED].bytes if REPOSITIONED in parts else 0
-    return whole <= ARROW_NETTING_BYTES and repositioned <= ARROW_REPOSITIONED_BYTES
+    return min(whole, default=0) <= ARROW_NETTING_BYTES and repositioned <= ARROW_REPOSITIONED_BYTES
 
 
 def _from_arrow(spark: SparkSession, arrow: pa.Table, schema: StructType) -> DataFrame:
@@ -307,10 +293,26 @@ def _from_arrow(spark: SparkSession, arrow: pa.Table, schema: StructType) -> Dat
     return df.select(*columns, F.col(SIGN_COLUMN).cast("int"))
 
 
+def _signed_files(
+    parts: dict[str, PinnedPartition], new: dict[str, FileScanTask], old: dict[str, FileScanTask]
+) -> list[SignedFile]:
+    """Each data file of the change's roles, with its sign and how it is read."""
+    files = [SignedFile(new[f], 1) for f in parts[ADDED].files] if ADDED in parts else []
+    files += [SignedFile(old[f], -1) for f in parts[REMOVED].files] if REMOVED in parts else []
+    files += [SignedFile(new[f], 1, True) for f in parts[ADDED_DELETES].files] if ADDED_DELETES in parts else []
+    files += [SignedFile(old[f], -1, True) for f in parts[REMOVED_DELETES].files] if REMOVED_DELETES in parts else []
+    if REPOSITIONED in parts:
+        files += [SignedFile(new[f], 0, before=old[f]) for f in parts[REPOSITIONED].files]
+    return files
+
+
 def _netted_in_arrow(pinned: PinnedTable, table: Table, columns: list[str]) -> pa.Table | None:
     """Every role's signed rows read through pyiceberg and netted per distinct row (as
-    :func:`netted`); None when Arrow cannot group these columns (nested types) or a
-    snapshot of the change was expired since (the files are then read by path)."""
+    :func:`netted`), a partition at a time (:func:`~sparkmv.sources.signed_arrow.net_by_partition`);
+    None when a partition's files read whole exceed :data:`ARROW_NETTING_BYTES`, the netted
+    rows exceed the change cache's :data:`~sparkmv.sources.change_cache.MAX_ROWS`, Arrow
+    cannot group these columns (nested types) or a snapshot of the change was expired since
+    (the files are then read by path)."""
     parts = pinned.partitions
     try:
         new = {t.file.file_path: t for t in plan(table, pinned.snapshot_id)}
@@ -319,41 +321,8 @@ def _netted_in_arrow(pinned: PinnedTable, table: Table, columns: list[str]) -> p
         if any(r in parts for r in (ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)):
             raise
         return None
-    out = [_arrow_rows(pinned, table, columns, (new, old))]
-    for role, sign, tasks in ((ADDED, 1, new), (REMOVED, -1, old)):
-        if role in parts:
-            out.append(_signed(_scan(table, [FileScanTask(tasks[f].file) for f in parts[role].files], columns), sign))
-    rows = (
-        pa.concat_tables([t for t in out if t.num_rows], promote_options="permissive")
-        if any(t.num_rows for t in out)
-        else out[0]
-    )
-    return net_arrow(rows)
-
-
-def net_arrow(rows: pa.Table) -> pa.Table | None:
-    """Signed rows (any columns and :data:`SIGN_COLUMN`, int) netted per distinct row, as
-    :func:`netted` does in Spark: one row of sign +1 or -1 per unit of each distinct row's
-    net count, rows whose signs cancel left out; None when Arrow cannot group these columns
-    (nested types).
-
-    >>> t = pa.table({"k": ["a", "a", "b", "c"], SIGN_COLUMN: pa.array([1, -1, -1, 1], pa.int32())})
-    >>> sorted(net_arrow(t.append_column("n", pa.array([1, 1, 2, 3]))).to_pylist(), key=str)
-    [{'k': 'b', 'n': 2, '__smv_sign': -1}, {'k': 'c', 'n': 3, '__smv_sign': 1}]
-    """
-    if not rows.num_rows:
-        return rows
-    keys = [c for c in rows.column_names if c != SIGN_COLUMN]
-    try:
-        grouped = rows.group_by(keys, use_threads=False).aggregate([(SIGN_COLUMN, "sum")])
-    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
-        return None
-    total = grouped.column(f"{SIGN_COLUMN}_sum").to_numpy()
-    keep = np.nonzero(total)[0]
-    repeat = np.abs(total[keep])
-    index = np.repeat(keep, repeat)
-    signs = np.repeat(np.sign(total[keep]), repeat).astype(np.int32)
-    return grouped.select(keys).take(pa.array(index)).append_column(SIGN_COLUMN, pa.array(signs))
+    files = _signed_files(parts, new, old)
+    return net_by_partition(table, files, columns, ARROW_NETTING_BYTES, change_cache.MAX_ROWS)
 
 
 def netted(rows: DataFrame, columns: list[str]) -> DataFrame:
@@ -388,72 +357,3 @@ def netted(rows: DataFrame, columns: list[str]) -> DataFrame:
     n = candidates.groupBy(*quoted).agg(F.sum(SIGN_COLUMN).alias("__smv_n")).where(F.col("__smv_n") != 0)
     ones = F.explode(F.array_repeat(F.signum("__smv_n").cast("int"), F.abs("__smv_n").cast("int")))
     return n.select(*quoted, ones.alias(SIGN_COLUMN))
-
-
-def _arrow_rows(
-    pinned: PinnedTable,
-    table: Table,
-    columns: list[str],
-    plans: tuple[dict[str, FileScanTask], dict[str, FileScanTask]] | None = None,
-) -> pa.Table:
-    """The signed rows of the roles read through pyiceberg, with :data:`SIGN_COLUMN`
-    (``plans``: the scan tasks of the pinned and of the consumed snapshot, by data file,
-    when already planned)."""
-    parts = pinned.partitions
-    if plans is None:
-        plans = (
-            {t.file.file_path: t for t in plan(table, pinned.snapshot_id)},
-            {t.file.file_path: t for t in plan(table, pinned.since_snapshot_id)},
-        )
-    new, old = plans
-    out: list[pa.Table] = []
-    if ADDED_DELETES in parts:
-        out.append(_signed(_scan(table, [new[f] for f in parts[ADDED_DELETES].files], columns), 1))
-    if REMOVED_DELETES in parts:
-        out.append(_signed(_scan(table, [old[f] for f in parts[REMOVED_DELETES].files], columns), -1))
-    if REPOSITIONED in parts:
-        files = parts[REPOSITIONED].files
-        out.append(_repositioned(table, [old[f] for f in files], [new[f] for f in files], columns))
-    out = [t for t in out if t.num_rows]
-    return pa.concat_tables(out) if out else pa.table({SIGN_COLUMN: pa.array([], pa.int32())})
-
-
-def _scan(table: Table, tasks: list[FileScanTask], columns: list[str]) -> pa.Table:
-    """Rows of ``tasks`` (their delete files applied) in ``columns``."""
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.io.pyarrow import ArrowScan
-
-    schema = table.schema()
-    projection = schema.select(*[c for c in columns if _has(schema, c)], case_sensitive=False)
-    return ArrowScan(table.metadata, table.io, projection, AlwaysTrue()).to_table(tasks)
-
-
-def _has(schema: object, column: str) -> bool:
-    return any(f.name.lower() == column.lower() for f in schema.fields)  # type: ignore[attr-defined]
-
-
-def _signed(rows: pa.Table, sign: int) -> pa.Table:
-    return rows.append_column(SIGN_COLUMN, pa.array([sign] * rows.num_rows, pa.int32()))
-
-
-def _repositioned(table: Table, old: list[FileScanTask], new: list[FileScanTask], columns: list[str]) -> pa.Table:
-    """- the rows of kept data files at the positions deleted since ``old`` (their tasks at
-    the consumed snapshot), + those at the positions no longer deleted (``new``: the same
-    files' tasks now), read from each file as written (no deletes applied); each delete file
-    is read once however many of the files it covers."""
-    from sparkmv.storage.position_deletes import deleted_positions
-
-    changed = _changed_positions(deleted_positions(table.io, old), deleted_positions(table.io, new))
-
-    def at_positions(task: FileScanTask) -> pa.Table | None:
-        mine = changed.filter(pc.equal(changed.column("file_path"), task.file.file_path))
-        if not mine.num_rows:
-            return None
-        raw = _scan(table, [FileScanTask(task.file)], columns)
-        return raw.take(mine.column("pos")).append_column(SIGN_COLUMN, mine.column(SIGN_COLUMN))
-
-    # Two files at a time: decoding is pyarrow's (it releases the GIL), and only the taken
-    # rows outlive a file's read.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        out = [t for t in pool.map(at_positions, new) if t is not None]
-    return pa.concat_tables(out) if out else pa.table({SIGN_COLUMN: pa.array([], pa.int32())})

@@ -235,11 +235,10 @@ def _netted_where_worth_it(
     AUTO should pay for it: a change of at most :data:`SIGNED_FIXED_BYTES` always (for
     AUTO's delta rules); a dearer one only when INCREMENTAL could win at all (its estimate,
     with each such change at this MV's share of reading it, under FULL's) and that share is
-    at most this MV's FULL read. The share of a copy-on-write change is all of its netting
-    (at TPC-H SF1 RF2, Q1 paid 55-61 s netting the rewrite of every month of ``lineitem``
-    against a 10 s FULL, and the MVs after it mostly still recomputed: bench/RESULTS.md,
-    TPC-H refresh); that of a merge-on-read change is split among the MVs it serves
-    (:func:`netting.shared_read_bytes`)."""
+    at most this MV's FULL read. The share of a copy-on-write change is its netting
+    (:func:`netting.netting_bytes`), whole for a refresh alone, split among the MVs of a
+    refresh pass that consume it; that of a merge-on-read change is split among the MVs it
+    serves (:func:`netting.shared_read_bytes`)."""
     full = _full_candidate(inp).estimate_bytes or 0
     pending = {
         t

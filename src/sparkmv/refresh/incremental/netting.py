@@ -15,11 +15,12 @@ Two kinds of Iceberg delete differ by orders of magnitude here:
 
 Either read is stored once in the change cache (:mod:`sparkmv.sources.change_cache`) and
 serves every MV over the table that consumed the same snapshot. A copy-on-write netting is
-paid by the MV that finds it worth it alone (at TPC-H SF1 RF2, netting ``lineitem`` took
-Q1 38-61 s against its 10 s FULL), or in a refresh pass by the MVs of the pass that consume
-it, split among them (:mod:`sparkmv.refresh.passes`). A merge-on-read read is shared: its
-cost is split among the MVs whose consumed position is the change's start
-(:func:`shared_read_bytes`), as the first of them pays it and the others find it cached.
+paid by the MV that finds it worth it alone (at TPC-H SF1 RF2, netting ``lineitem`` a month
+at a time on the driver takes 4 s against Q1's 10 s FULL; in Spark it took 38-61 s), or in a
+refresh pass by the MVs of the pass that consume it, split among them
+(:mod:`sparkmv.refresh.passes`). A merge-on-read read is shared: its cost is split among
+the MVs whose consumed position is the change's start (:func:`shared_read_bytes`), as the
+first of them pays it and the others find it cached.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from sparkmv.sources import change_cache
 from sparkmv.sources.changes import APPEND, SIGNED, BaseChange
 from sparkmv.sources.delta_cdf import from_feed
 from sparkmv.sources.pinned import PinnedTable
-from sparkmv.sources.signed import REMOVED, REMOVED_DELETES
+from sparkmv.sources.signed import REMOVED, REMOVED_DELETES, in_arrow_on_the_driver
 
 
 def iceberg_signed(change: BaseChange) -> bool:
@@ -66,14 +67,32 @@ def consumers(rt: Runtime, change: BaseChange) -> int:
     return max(1, count)
 
 
+DRIVER_NETTING_WEIGHT = 0.25
+"""What a byte netted in Arrow on the driver, a partition at a time
+(:func:`sparkmv.sources.signed_arrow.net_by_partition`), weighs against a byte of a Spark
+scan in AUTO's estimates: at TPC-H SF1 (2 cores), netting the copy-on-write rewrite of every
+month of ``lineitem`` (2 x 175 MiB) took 4.0 s so, 46.9 s in Spark, while Q1's FULL read of
+the 175 MiB took about 10 s (bench/RESULTS.md, "netting a copy-on-write change")."""
+
+
+def netting_bytes(change: BaseChange) -> int:
+    """The Spark-scan bytes netting a copy-on-write ``change`` is worth: its files' bytes,
+    times :data:`DRIVER_NETTING_WEIGHT` when it is netted on the driver."""
+    delta = change.delta
+    if delta is not None and in_arrow_on_the_driver(delta.partitions):
+        return int(change.delta_bytes * DRIVER_NETTING_WEIGHT)
+    return change.delta_bytes
+
+
 def shared_read_bytes(rt: Runtime, change: BaseChange) -> int:
     """This MV's share of reading a merge-on-read change not yet cached: its files' bytes
-    split among :func:`consumers`; a copy-on-write change's netting cost, split among the
-    MVs of the refresh pass that consume it (:mod:`sparkmv.refresh.passes`; whole for a
-    refresh alone)."""
+    split among :func:`consumers`; a copy-on-write change's netting cost
+    (:func:`netting_bytes`), split among the MVs of the refresh pass that consume it
+    (:mod:`sparkmv.refresh.passes`; whole for a refresh alone)."""
     if not read_exactly(change):
         delta = change.delta
-        return change.delta_bytes // consumers_in_pass(change.table, delta.since_snapshot_id if delta else None)
+        since = delta.since_snapshot_id if delta else None
+        return netting_bytes(change) // consumers_in_pass(change.table, since)
     return change.delta_bytes // consumers(rt, change)
 
 
