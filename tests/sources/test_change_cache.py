@@ -107,19 +107,28 @@ def test_the_second_mv_reads_the_netted_change_from_the_cache(make_client: Any, 
 
 
 @pytest.mark.spark
-def test_auto_does_not_net_a_rewrite_dearer_than_its_full_refresh(
-    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize(
+    ("driver_netting", "mode", "weighed"),
+    [
+        (False, "FULL", "+1196 / -1200 rows (signed change log)"),
+        (True, "INCREMENTAL", "4 rows netted from +1196 / -1200"),
+    ],
+)
+def test_auto_nets_a_rewrite_only_when_cheaper_than_its_full_refresh(
+    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, driver_netting: bool, mode: str, weighed: str
 ) -> None:
-    """Netting reads both versions of every rewritten file: when that is more than the MV's
-    FULL read (and than the fixed floor, lowered here to 0 for small tables), AUTO weighs
-    the change un-netted, stores nothing, and recomputes; still exact. (Files too large to
-    net on the driver, as set here: netted there, a byte weighs a quarter, and the same
-    rewrite is netted.)"""
+    """Netting reads both versions of every rewritten file. Netted in Spark (files too
+    large for the driver, as set here), that is more than the MV's FULL read (and than the
+    fixed floor, lowered here to 0 for small tables): AUTO weighs the change un-netted,
+    stores nothing, and recomputes. Netted on the driver a partition at a time, a byte
+    weighs a quarter of a Spark scan's, under the FULL read: AUTO nets it, stores it and
+    refreshes incrementally. Exact both ways."""
     from sparkmv.refresh.incremental import decide
     from sparkmv.sources import signed
 
     monkeypatch.setattr(decide, "SIGNED_FIXED_BYTES", 0)
-    monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", 0)
+    if not driver_netting:
+        monkeypatch.setattr(signed, "ARROW_NETTING_BYTES", 0)
     client = make_client(tmp_path / "home")
     _four_files(client)
     client.sql(f"CREATE MATERIALIZED VIEW mv1 REFRESH DEFERRED AS {AGG}")
@@ -127,32 +136,10 @@ def test_auto_does_not_net_a_rewrite_dearer_than_its_full_refresh(
     client.runtime.iceberg.load(ObjectName.parse("ice")).delete("v = 5 OR v = 905 OR v = 305 OR v = 605")
     run = client.refresh("mv1", raise_on_failure=True)
     incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
-    assert "+1196 / -1200 rows (signed change log)" in incremental["reason"], incremental
-    assert run.mode == "FULL", run
-    assert not list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))
-    assert_mv_matches(client, "mv1", AGG)
-
-
-@pytest.mark.spark
-def test_auto_nets_on_the_driver_a_rewrite_of_a_quarter_weight(
-    make_client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The rewrite above, netted on the driver a partition at a time: its bytes weigh a
-    quarter of a Spark scan's, under the MV's FULL read, so AUTO nets it and refreshes
-    incrementally; exact."""
-    from sparkmv.refresh.incremental import decide
-
-    monkeypatch.setattr(decide, "SIGNED_FIXED_BYTES", 0)
-    client = make_client(tmp_path / "home")
-    _four_files(client)
-    client.sql(f"CREATE MATERIALIZED VIEW mv1 REFRESH DEFERRED AS {AGG}")
-    assert client.refresh("mv1").mode == "FULL"
-    client.runtime.iceberg.load(ObjectName.parse("ice")).delete("v = 5 OR v = 905 OR v = 305 OR v = 605")
-    run = client.refresh("mv1", raise_on_failure=True)
-    assert run.mode == "INCREMENTAL", run
-    incremental = next(c for c in run.candidates if c["mode"] == "INCREMENTAL")
-    assert "4 rows netted from +1196 / -1200" in incremental["reason"], incremental
-    assert len(list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))) == 1
+    assert weighed in incremental["reason"], incremental
+    assert run.mode == mode, run
+    stored = list((Path(str(client.runtime.iceberg.warehouse)) / change_cache.DIRECTORY).glob("*.parquet"))
+    assert len(stored) == (1 if driver_netting else 0), stored
     assert_mv_matches(client, "mv1", AGG)
 
 
