@@ -198,8 +198,10 @@ def read(
         cached = change_cache.load(cache_root, pinned)
         if cached is not None:
             return _from_arrow(spark, cached, schema)
-    if in_arrow_on_the_driver(parts):  # or each partition's files alone are small enough
-        in_arrow = _netted_in_arrow(pinned, load(), [f.name for f in schema.fields])
+    table: Table | None = None
+    if in_arrow_on_the_driver(parts):
+        table = load()
+        in_arrow = _netted_in_arrow(pinned, table, [f.name for f in schema.fields])
         if in_arrow is not None:
             if cache_root is not None:
                 change_cache.store(cache_root, pinned, in_arrow)
@@ -209,7 +211,7 @@ def read(
         if role in parts:
             frames.append(read_files(spark, parts[role].files, schema).withColumn(SIGN_COLUMN, F.lit(sign)))
     if any(r in parts for r in (ADDED_DELETES, REMOVED_DELETES, REPOSITIONED)):
-        frames.extend(_merge_on_read_rows(spark, pinned, load(), schema))
+        frames.extend(_merge_on_read_rows(spark, pinned, table or load(), schema))
     if not frames:
         return spark.createDataFrame([], schema).withColumn(SIGN_COLUMN, F.lit(1))
     rows = frames[0]
@@ -274,12 +276,12 @@ TPC-H SF1 RF2's 5,869 deleted lineitems in 86 files (bench/RESULTS.md, TPC-H, 20
 def in_arrow_on_the_driver(parts: dict[str, PinnedPartition]) -> bool:
     """True when the change of these roles may be read and netted in Arrow on the driver:
     the files read at changed positions (:data:`REPOSITIONED`) total at most
-    :data:`ARROW_REPOSITIONED_BYTES` and some partition's files read whole may be at most
-    :data:`ARROW_NETTING_BYTES` (the smallest file is; :func:`_netted_in_arrow` checks each
-    partition)."""
+    :data:`ARROW_REPOSITIONED_BYTES` and no file read whole is over
+    :data:`ARROW_NETTING_BYTES` on average in its role (a partition holding such a file
+    could not be netted there; :func:`_netted_in_arrow` checks each partition's sum)."""
     whole = [p.bytes / max(1, len(p.files)) for role, p in parts.items() if role != REPOSITIONED and p.files]
     repositioned = parts[REPOSITIONED].bytes if REPOSITIONED in parts else 0
-    return min(whole, default=0) <= ARROW_NETTING_BYTES and repositioned <= ARROW_REPOSITIONED_BYTES
+    return max(whole, default=0) <= ARROW_NETTING_BYTES and repositioned <= ARROW_REPOSITIONED_BYTES
 
 
 def _from_arrow(spark: SparkSession, arrow: pa.Table, schema: StructType) -> DataFrame:

@@ -116,7 +116,7 @@ def net_by_partition(
             if part.num_rows:
                 netted.append(part)
     if not netted:
-        return signed_rows(scan(table, [], columns), 1)
+        return _no_rows(table, columns)
     return pa.concat_tables(netted, promote_options="permissive")
 
 
@@ -133,8 +133,13 @@ def _net_group(table: Table, group: list[SignedFile], columns: list[str], change
                 out.append(at)
     out = [t for t in out if t.num_rows]
     if not out:
-        return signed_rows(scan(table, [], columns), 1)
+        return _no_rows(table, columns)
     return net_arrow(pa.concat_tables(out, promote_options="permissive"))
+
+
+def _no_rows(table: Table, columns: list[str]) -> pa.Table:
+    """No signed rows, in ``columns`` (their Iceberg types) and :data:`SIGN_COLUMN`."""
+    return signed_rows(scan(table, [], columns), 1)
 
 
 def _changed_positions_of(table: Table, kept: list[SignedFile]) -> pa.Table | None:
@@ -210,21 +215,3 @@ def _rows_at_positions(table: Table, task: FileScanTask, changed: pa.Table, colu
         return None
     raw = scan(table, [FileScanTask(task.file)], columns)
     return raw.take(mine.column("pos")).append_column(SIGN_COLUMN, mine.column(SIGN_COLUMN))
-
-
-def repositioned(table: Table, old: list[FileScanTask], new: list[FileScanTask], columns: list[str]) -> pa.Table:
-    """- the rows of kept data files at the positions deleted since ``old`` (their tasks at
-    the consumed snapshot), + those at the positions no longer deleted (``new``: the same
-    files' tasks now), read from each file as written (no deletes applied); each delete file
-    is read once however many of the files it covers."""
-    changed = _changed_positions_of(table, [SignedFile(n, 0, before=o) for o, n in zip(old, new, strict=True)])
-    if changed is None:
-        return pa.table({SIGN_COLUMN: pa.array([], pa.int32())})
-
-    def at(task: FileScanTask) -> pa.Table | None:
-        return _rows_at_positions(table, task, changed, columns)
-
-    # Two files at a time: only the taken rows outlive a file's read.
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        out = [t for t in pool.map(at, new) if t is not None]
-    return pa.concat_tables(out) if out else pa.table({SIGN_COLUMN: pa.array([], pa.int32())})
