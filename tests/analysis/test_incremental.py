@@ -121,7 +121,7 @@ QUALIFY = "a column beside an outer join must be qualified by its table"
         (
             "SELECT a, row_number() OVER (PARTITION BY b ORDER BY a) AS r FROM t",
             "b",
-            "a PARTITION BY column must be an output column under its own name",
+            "a PARTITION BY column must be an output column",
         ),
         ("SELECT a, sum(x) OVER () FROM t", "sum(x) OVER ()", UNPARTITIONED),
         (
@@ -130,9 +130,9 @@ QUALIFY = "a column beside an outer join must be qualified by its table"
             UNPARTITIONED,
         ),
         (
-            "SELECT a, rank() OVER (PARTITION BY a ORDER BY b) AS r, sum(b) OVER (PARTITION BY a, b) AS s FROM t",
-            "sum(b) OVER (PARTITION BY a, b)",
-            "windows with different PARTITION BY lists are not maintained",
+            "SELECT a, b, rank() OVER (PARTITION BY a ORDER BY b) AS r, sum(b) OVER (PARTITION BY b) AS s FROM t",
+            "sum(b) OVER (PARTITION BY b)",
+            "windows whose PARTITION BY lists share no expression read every row",
         ),
         ("SELECT a FROM t LEFT JOIN default.dim ON t.k = dim.k", "a", QUALIFY),
         (
@@ -187,7 +187,6 @@ QUALIFY = "a column beside an outer join must be qualified by its table"
             "a select item of an aggregate query must be a GROUP BY key",
         ),
         ("SELECT a, sum(x) FROM t", "a", "a select item of an aggregate query must be a GROUP BY key"),
-        ("SELECT sum(x) FROM t GROUP BY a", "a", "a GROUP BY key must be in the select list"),
         (
             "SELECT t.k, sum(x) FROM t JOIN u ON t.k = u.k GROUP BY u.k",
             "t.k",

@@ -181,12 +181,16 @@ def _same(item: exp.Expr, key: exp.Expr) -> bool:
 
 
 def _normal(expr: exp.Expr, strip: bool) -> str:
-    """Spark SQL of ``expr`` with identifiers lower-cased, and without column qualifiers
-    when ``strip``."""
+    """Spark SQL of ``expr`` with identifiers lower-cased, without comments (a comment
+    beside a select item does not change it), and without column qualifiers when ``strip``.
+
+    >>> _normal(exp.maybe_parse("t.K /* a note */", dialect=DIALECT), strip=True)
+    'k'
+    """
     copy = normalize_identifiers(expr.copy(), dialect=DIALECT)
     for column in copy.find_all(exp.Column) if strip else ():
         column.set("table", None)
-    return copy.sql(dialect=DIALECT, normalize_functions="lower")
+    return copy.sql(dialect=DIALECT, normalize_functions="lower", comments=False)
 
 
 def is_inside(node: exp.Expr, ancestor: exp.Expr) -> bool:

@@ -50,7 +50,7 @@ from sparkmv.analysis.constructs import (
 from sparkmv.analysis.correlated import correlated_analysis
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn
-from sparkmv.analysis.keyed import TECHNIQUE, inline_ctes, is_keyed_shape, keyed_plan
+from sparkmv.analysis.keyed import HIDDEN_KEY, TECHNIQUE, inline_ctes, is_keyed_shape, keyed_plan
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
 from sparkmv.analysis.unions import distinct_union
 from sparkmv.errors import AnalysisError
@@ -209,14 +209,16 @@ def _keyed_analysis(query: exp.Query, reserved: bool = True) -> IvmAnalysis:
     """The analysis of a GROUP BY / DISTINCT query the delta rules do not maintain: by
     affected-key recomputation (:mod:`sparkmv.analysis.keyed`), or its reason. An inner
     stage (``reserved`` False) may name its columns with the reserved prefix."""
-    plan = keyed_plan(query)
+    plan = keyed_plan(query, inner=not reserved)
     if isinstance(plan, str):
         return IvmAnalysis(plan, True, (), (), query.sql(DIALECT))
-    columns = tuple(OutputColumn(n, "group" if n in plan.keys else "value") for n in plan.names)
+    hidden = tuple(n for n in plan.names if n.startswith(HIDDEN_KEY))
+    visible = tuple(n for n in plan.names if n not in hidden)
+    columns = tuple(OutputColumn(n, "group" if n in plan.keys else "value") for n in visible)
     problem = _reserved_problem(columns) if reserved else None
     if problem:
         return IvmAnalysis(problem, True, (), (), query.sql(DIALECT))
-    return IvmAnalysis(None, True, columns, (), query.sql(DIALECT), TECHNIQUE, plan)
+    return IvmAnalysis(None, True, columns, hidden, plan.augmented_sql or query.sql(DIALECT), TECHNIQUE, plan)
 
 
 def without_correlation(analysis: IvmAnalysis) -> IvmAnalysis:

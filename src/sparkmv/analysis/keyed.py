@@ -35,12 +35,13 @@ columns, so the MV's rows are matched to the touched keys by them (NULL-safe).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from sqlglot import exp
 
 from sparkmv.analysis.constructs import (
     WHY_WINDOW,
+    _same,
     group_keys,
     grouping_sets,
     inner_join_sources,
@@ -68,6 +69,9 @@ from sparkmv.analysis.windows import key_names as window_key_names
 from sparkmv.analysis.windows import outer_problem, partition_columns, windowed_problem, windowed_select
 
 TECHNIQUE = "affected-key recomputation"
+HIDDEN_KEY = "__smv_key_"
+"""Prefix of the hidden key columns: GROUP BY expressions not in the select list, and the
+constant key of a global aggregate's one row (``__smv_key_0``)."""
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,10 @@ class KeyedPlan:
             join), the key queries replacing ``key_sql`` under the delta rule: ``key_sql``
             with that union replaced by each of its branches in turn
             (:func:`~sparkmv.analysis.unions.branch_queries`); empty otherwise.
+        augmented_sql: when some keys are hidden (:data:`HIDDEN_KEY` columns: GROUP BY
+            expressions not in the select list, or a global aggregate's constant key), the
+            query with them appended to its select list: the rows the MV's table stores.
+            ``keys`` and ``names`` then end with them. Empty otherwise.
     """
 
     keys: tuple[str, ...]
@@ -99,6 +107,7 @@ class KeyedPlan:
     subquery_terms: tuple[tuple[str, tuple[bool, ...]], ...] = ()
     outer_terms: tuple[tuple[str, tuple[bool, ...]], ...] = ()
     branch_terms: tuple[str, ...] = ()
+    augmented_sql: str = ""
 
 
 def is_keyed_shape(query: exp.Query) -> bool:
@@ -117,9 +126,14 @@ def is_keyed_shape(query: exp.Query) -> bool:
     )
 
 
-def keyed_plan(query: exp.Query) -> KeyedPlan | str:
+def keyed_plan(query: exp.Query, inner: bool = False) -> KeyedPlan | str:
     """The affected-key recomputation of ``query`` (parsed, tables unbound), or the reason
     it cannot be maintained so (``"<construct> is not incrementally maintainable: <why>"``).
+
+    ``inner``: ``query`` is an inner stage (:mod:`sparkmv.analysis.stages`); a global
+    aggregate is then one too, its one row keyed by a constant hidden key and recomputed
+    whenever its relation changes, so the query above it is still maintained. At the top it
+    is refused: recomputing its one row is a full refresh.
     """
     inlined = inline_ctes(query)
     if isinstance(inlined, str):
@@ -127,31 +141,35 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
     select = inlined
     if isinstance(select, exp.Select) and windowed_select(select) is not None:
         return _window_plan(select)
-    if not isinstance(select, exp.Select) or not is_keyed_shape(select):
+    is_global = inner and isinstance(select, exp.Select) and _is_global_aggregate(select)
+    if not isinstance(select, exp.Select) or not (is_keyed_shape(select) or is_global):
         return not_maintainable(select, "affected-key recomputation needs GROUP BY or DISTINCT")
     problem = _top_problem(select)
     if problem:
         return problem
     items = [unparen(item.unalias()) for item in select.expressions]
     names = tuple(output_name(item) for item in select.expressions)
+    hidden: list[exp.Expr] = []
     if select.args.get("group") is not None:
-        positions, missing = group_keys(select, items)
+        positions, _ = group_keys(select, items)
+        hidden = _hidden_keys(select, items)
+    elif is_global:
+        positions, hidden = set(), [exp.Literal.number(0)]  # a global aggregate: its one row
     else:  # SELECT DISTINCT or a projection: every column is a key
-        positions, missing = set(range(len(items))), None
+        positions = set(range(len(items)))
         aggregate = next((item for item in items if _has_aggregate(item)), None)
         if aggregate is not None:
             return not_maintainable(aggregate, "an aggregate without GROUP BY is not a keyed query")
-    loose = next((items[i] for i in range(len(items)) if i not in positions and not _has_aggregate(items[i])), None)
-    if loose is not None and loose.find(exp.Column) is not None:
+    loose = next((items[i] for i in range(len(items)) if i not in positions and _loose(items[i], select)), None)
+    if loose is not None:
         return not_maintainable(loose, "a select item of an aggregate query must be a GROUP BY key")
-    if select.args.get("group") is not None and missing is not None:
-        return not_maintainable(missing, "a GROUP BY key must be in the select list")
     if len(set(names)) < len(names):
         return not_maintainable(select, "output column names must be distinct")
     problem = _star_problem(select) or _relation_problem(select, outer_allowed=True)
     if problem:
         return problem
-    keys = tuple(names[i] for i in sorted(positions))
+    hidden_names = tuple(f"{HIDDEN_KEY}{i}" for i in range(len(hidden)))
+    keys = tuple(names[i] for i in sorted(positions)) + hidden_names
     relation = select.copy()
     having = relation.args.get("having")
     for arg in ("group", "having", "distinct", "qualify"):
@@ -160,8 +178,55 @@ def keyed_plan(query: exp.Query) -> KeyedPlan | str:
         conjunct = conjunct_of(predicate)
         if conjunct is not None:
             relation.where(conjunct.copy(), copy=False, append=True)
-    relation.set("expressions", [exp.alias_(items[i].copy(), names[i]) for i in sorted(positions)])
-    return _finish(keys, names, relation)
+    key_items = [(items[i], names[i]) for i in sorted(positions)] + list(zip(hidden, hidden_names, strict=True))
+    relation.set("expressions", [exp.alias_(item.copy(), name) for item, name in key_items])
+    plan = _finish(keys, names, relation)
+    if isinstance(plan, str) or not hidden:
+        return plan
+    augmented = select.copy()
+    appended = [exp.alias_(h.copy(), n) for h, n in zip(hidden, hidden_names, strict=True)]
+    augmented.set("expressions", [*augmented.expressions, *appended])
+    return replace(plan, names=names + hidden_names, augmented_sql=augmented.sql(DIALECT))
+
+
+def _is_global_aggregate(select: exp.Select) -> bool:
+    """A SELECT that aggregates without GROUP BY or DISTINCT: one row."""
+    plain = select.args.get("group") is None and select.args.get("distinct") is None
+    return plain and any(_has_aggregate(item) for item in select.expressions)
+
+
+def _loose(item: exp.Expr, select: exp.Select) -> bool:
+    """True for a select item that is neither an aggregate nor an expression of GROUP BY
+    keys (a column outside both: Spark refuses the query)."""
+    if _has_aggregate(item) or item.find(exp.Column) is None:
+        return False
+    group = select.args.get("group")
+    keys = [] if group is None or group.args.get("all") else list(group.expressions)
+    copy = item.copy()
+    for node in list(copy.dfs()):
+        if node is not copy and any(_same(unparen(node), unparen(k)) for k in keys):
+            node.replace(exp.Literal.number(0))
+    return not any(_same(unparen(copy), unparen(k)) for k in keys) and copy.find(exp.Column) is not None
+
+
+def _hidden_keys(select: exp.Select, items: list[exp.Expr]) -> list[exp.Expr]:
+    """The GROUP BY expressions not in the select list (TPC-DS q46's ``ss_addr_sk``, q85's
+    ``r_reason_desc`` shown as ``substring(r_reason_desc, 1, 20)``): each is kept as a hidden
+    key column of the MV, so its rows are matched to the touched groups; a select item that
+    is not a key is then a value of its group (an expression of the keys, as Spark demands)."""
+    group = select.args["group"]
+    if group.args.get("all"):
+        return []
+    aliases = {item.alias.lower() for item in select.expressions if isinstance(item, exp.Alias)}
+    out = []
+    for key in group.expressions:
+        if isinstance(key, exp.Literal) and key.is_int:
+            continue
+        if isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases:
+            continue
+        if not any(_same(item, key) for item in items):
+            out.append(unparen(key).copy())
+    return out
 
 
 def _finish(keys: tuple[str, ...], names: tuple[str, ...], relation: exp.Select) -> KeyedPlan | str:
@@ -203,7 +268,8 @@ def _window_plan(select: exp.Select) -> KeyedPlan | str:
     if problem:
         return problem
     relation = windowed.copy()
-    relation.set("qualify", None)
+    for arg in ("qualify", "group", "having"):  # a touched partition's groups are recomputed whole
+        relation.set(arg, None)
     relation.set("expressions", [exp.alias_(p.copy(), n) for p, n in zip(partition, key_names, strict=True)])
     keys = tuple(n for n in names if n in key_names)
     return _finish(keys, names, relation)
