@@ -94,12 +94,24 @@ FORMULA_MVS.append((IvmMv("mv_self_join", None, _SELF_JOIN, _SELF_JOIN), ["fact"
 # them: the IN of a grouped subquery, and the correlated scalar subquery decorrelated.
 FORMULA_MVS.append((IvmMv("mv_keyed_in_grouped", None, _IN_GROUPED, _IN_GROUPED), ["fact", "dim"]))
 FORMULA_MVS.append((IvmMv("mv_keyed_scalar", None, _SCALAR, _SCALAR), ["fact"]))
+# GROUP BY keys outside the select list (hidden key columns; TPC-DS q46, q85), and global
+# aggregates as inner stages (TPC-DS q61, q88: one-row stages cross joined).
+_HIDDEN_KEYS = (
+    "SELECT substring(f.s, 1, 1) AS s1, count(DISTINCT f.v) AS nv, max(f.amt) AS mx FROM fact f GROUP BY f.s, f.k"
+)
+_GLOBAL_STAGES = (
+    "SELECT a.n, b.m, b.c FROM (SELECT count(DISTINCT f.k) AS n FROM fact f WHERE f.v > 0) a "
+    "CROSS JOIN (SELECT max(d.label) AS m, count(*) AS c FROM dim d) b"
+)
+# The delta rules above its stages (their reason names the stages, not the technique).
+FORMULA_MVS.append((IvmMv("mv_keyed_global_stages", None, _GLOBAL_STAGES, _GLOBAL_STAGES), ["fact", "dim"]))
 MVS = [
     (IvmMv("mv_keyed_having", "p", _HAVING, _HAVING), ["fact"]),
     (IvmMv("mv_keyed_nested", None, _NESTED_FROM, _NESTED_DUCK), ["fact", "dim"]),
     (IvmMv("mv_keyed_distinct", "p", _DISTINCT, _DISTINCT), ["fact"]),
     (IvmMv("mv_keyed_exists", "p", _EXISTS, _EXISTS), ["fact", "dim"]),
     (IvmMv("mv_keyed_not_in", None, _NOT_IN, _NOT_IN), ["fact", "dim"]),
+    (IvmMv("mv_keyed_hidden", None, _HIDDEN_KEYS, _HIDDEN_KEYS), ["fact"]),
 ]
 
 
