@@ -82,6 +82,18 @@ def test_tpch_derived_table_queries_use_the_delta_rules(name: str) -> None:
             "SELECT b AS a, count(*) AS n FROM (SELECT x AS a, y AS b FROM t) AS d GROUP BY a, b",
             "SELECT y AS a, COUNT(*) AS n FROM t GROUP BY x, y",
         ),
+        # Its table alias is the outer query's other source's: renamed.
+        (
+            "SELECT t.c, d.v FROM t JOIN (SELECT t.k AS k, t.a AS v FROM t) AS d ON t.k = d.k",
+            "SELECT t.c, t_2.a AS v FROM t CROSS JOIN t AS t_2 WHERE t.k = t_2.k",
+        ),
+        # A CTE read twice (TPC-DS q39): one source each, unqualified, the same inner alias.
+        (
+            "WITH s AS (SELECT k, v FROM g AS foo WHERE v > 1) "
+            "SELECT a.k, a.v, b.v AS v2 FROM s AS a JOIN s AS b ON a.k = b.k",
+            "SELECT foo.k AS k, foo.v AS v, foo_2.v AS v2 FROM g AS foo CROSS JOIN g AS foo_2 "
+            "WHERE (foo.v > 1 AND foo_2.v > 1) AND foo.k = foo_2.k",
+        ),
     ],
 )
 def test_merged_shapes(sql: str, merged: str) -> None:
@@ -105,8 +117,6 @@ def test_merged_shapes(sql: str, merged: str) -> None:
         "SELECT u.c, d.v FROM u LEFT JOIN (SELECT t.k AS k, 1 AS v FROM t) AS d ON u.k = d.k",
         # Unqualified columns beside another source.
         "SELECT c, v FROM u JOIN (SELECT k, a AS v FROM t) AS d ON u.k = d.k",
-        # Its table alias is the outer query's other source's.
-        "SELECT t.c, d.v FROM t JOIN (SELECT t.k AS k, t.a AS v FROM t) AS d ON t.k = d.k",
         # An unaliased outer expression of a derived column would change its output name.
         "SELECT v + 1 FROM (SELECT a AS v FROM t) AS d",
         # NATURAL joins match columns by name: moved, they would match others.

@@ -56,7 +56,19 @@ _SEMIJOINS = (
     "WHERE EXISTS (SELECT 1 FROM more m WHERE m.k = f.k AND m.v > 0) "
     "AND f.k IN (SELECT g.k FROM fact g GROUP BY g.k HAVING count(*) > 1) GROUP BY dm.label"
 )
+# A CTE over a stage read twice and self-joined (TPC-DS q39): both projections merged over
+# their stages (the inner alias g renamed in the second).
+_CTE_TWICE = (
+    "WITH s AS (SELECT p, k, n FROM (SELECT f.p AS p, f.k AS k, count(*) AS n FROM fact f GROUP BY f.p, f.k) AS g "
+    "WHERE n > 1) SELECT a.k, a.p, a.n, b.p AS p2, b.n AS n2 FROM s AS a JOIN s AS b ON a.k = b.k AND a.p < b.p"
+)
+_CTE_TWICE_DUCK = (
+    "SELECT a.k, a.p, a.n, b.p AS p2, b.n AS n2 FROM (SELECT p, k, n FROM (SELECT f.p AS p, f.k AS k, count(*) AS n "
+    "FROM fact f GROUP BY f.p, f.k) AS g WHERE n > 1) AS a JOIN (SELECT p, k, n FROM (SELECT f.p AS p, f.k AS k, "
+    "count(*) AS n FROM fact f GROUP BY f.p, f.k) AS g WHERE n > 1) AS b ON a.k = b.k AND a.p < b.p"
+)
 MVS = [
+    (IvmMv("mv_stage_cte_twice", None, _CTE_TWICE, _CTE_TWICE_DUCK), ["fact"]),
     (IvmMv("mv_stage_semijoins", None, _SEMIJOINS, _SEMIJOINS), ["fact", "dim", "more"]),
     (IvmMv("mv_stage_agg_of_agg", None, _AGG_OF_AGG, _AGG_OF_AGG), ["fact", "dim"]),
     (IvmMv("mv_stage_decorrelated", None, _DECORRELATED, _DECORRELATED), ["fact", "dim"]),

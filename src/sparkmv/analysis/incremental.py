@@ -136,7 +136,7 @@ def _analyze(query: exp.Query, columns: Mapping[str, Collection[str]] | None = N
         # Before aggregate stages (TPC-H Q13, Q17), which recompute their touched keys over
         # both inputs and join them back: the key's rows are read once per side.
         return correlated
-    staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False))
+    staged = staged_analysis(query, _whole_or_merged, lambda q: _keyed_analysis(q, reserved=False))
     if staged is None or staged.reason is not None:
         return correlated or staged or whole
     return staged
@@ -155,7 +155,7 @@ def _semijoin_staged(
         return whole
     from sparkmv.analysis.stages import staged_analysis
 
-    staged = staged_analysis(query, _analyze_whole, lambda q: _keyed_analysis(q, reserved=False), columns)
+    staged = staged_analysis(query, _whole_or_merged, lambda q: _keyed_analysis(q, reserved=False), columns)
     if staged is None or staged.reason is not None or staged.keyed is not None:
         return whole
     return staged
@@ -176,6 +176,15 @@ def _merged_analysis(query: exp.Query) -> IvmAnalysis | None:
         return None
     written = _augment(query, analysis.columns) if analysis.aggregate else query.sql(DIALECT)
     return dataclasses.replace(analysis, augmented_sql=written, merged_sql=analysis.augmented_sql)
+
+
+def _whole_or_merged(query: exp.Query) -> IvmAnalysis:
+    """The query above inner stages: as one stage, else with its derived tables merged (a
+    projection and filter over a stage, joined: TPC-DS q39's CTE read twice)."""
+    whole = _analyze_whole(query)
+    if whole.reason is None:
+        return whole
+    return _merged_analysis(query) or whole
 
 
 def _analyze_whole(query: exp.Query) -> IvmAnalysis:

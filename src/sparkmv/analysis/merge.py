@@ -65,11 +65,64 @@ def merge_derived(query: exp.Query) -> exp.Query | None:
         return None
     merged = False
     while True:
+        _prepare(inlined)
         derived = next((s for s in _sources(inlined) if _mergeable(inlined, s)), None)
         if not isinstance(derived, exp.Subquery):
             return inlined if merged else None
         _merge(inlined, derived)
         merged = True
+
+
+def _prepare(outer: exp.Select) -> None:
+    """Make the derived tables of ``outer`` mergeable where only their spelling stops it
+    (in place): beside other sources, the unqualified columns of a body with one source are
+    qualified by it (a derived table sees no outer column, so they can only be its
+    source's), and a body
+    source whose alias another source of ``outer`` has is renamed (a CTE read twice,
+    TPC-DS q39's ``inv inv1, inv inv2``, inlines the same alias in both)."""
+    taken = {s.alias_or_name.lower() for s in _sources(outer)}
+    for source in _sources(outer):
+        if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Select):
+            continue
+        body = source.this
+        inner = _sources(body)
+        if len(inner) != 1 or not isinstance(inner[0], exp.Table | exp.Subquery):
+            continue
+        name = inner[0].alias_or_name.lower()
+        if name in taken:
+            fresh = next(f"{name}_{i}" for i in range(2, 1000) if f"{name}_{i}" not in taken)
+            _rename(body, inner[0], name, fresh)
+            name = fresh
+        taken.add(name)
+        if len(_sources(outer)) > 1:  # beside other sources, a merged column must say its table
+            _qualify_single_source(body, name)
+
+
+def _rename(body: exp.Select, source: exp.Expr, old: str, new: str) -> None:
+    """Alias ``source`` of ``body`` as ``new`` and requalify ``body``'s own columns."""
+    alias = source.args.get("alias")
+    if alias is not None:
+        alias.set("this", exp.to_identifier(new))
+    else:
+        source.set("alias", exp.TableAlias(this=exp.to_identifier(new)))
+    for node in _own_nodes(body):
+        if isinstance(node, exp.Column) and node.table.lower() == old and not node.args.get("db"):
+            node.set("table", exp.to_identifier(new))
+
+
+def _qualify_single_source(body: exp.Select, name: str) -> None:
+    """Qualify ``body``'s own unqualified columns by its one source ``name``, unless one is
+    named as an earlier select item's alias (Spark's lateral column alias) or the body
+    holds a subquery (whose columns might be the body's)."""
+    aliases = {i.alias.lower() for i in body.expressions if isinstance(i, exp.Alias)}
+    own = _own_nodes(body)
+    if any(isinstance(n, exp.Query) and n is not body for n in own):
+        return
+    columns = [n for n in own if isinstance(n, exp.Column) and not n.table and not isinstance(n.this, exp.Star)]
+    if any(c.name.lower() in aliases for c in columns):
+        return
+    for column in columns:
+        column.set("table", exp.to_identifier(name))
 
 
 def _sources(select: exp.Select) -> list[exp.Expr]:

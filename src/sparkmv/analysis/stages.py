@@ -454,7 +454,8 @@ def _staged(
         return replace(top, augmented_sql=query.sql(DIALECT))
     bodies = {s.name: s.analysis.augmented_sql for s in stages}
     whole = inline_stages(parse_query(top.augmented_sql), bodies).sql(DIALECT)
-    return replace(top, augmented_sql=whole, staged_sql=top.augmented_sql, stages=tuple(stages))
+    above = top.merged_sql or top.augmented_sql  # maintained merged, when its derived tables are
+    return replace(top, augmented_sql=whole, staged_sql=above, merged_sql="", stages=tuple(stages))
 
 
 def _stage_analysis(body: exp.Query, keyed: Analyze, counter: Iterator[int], known: Known | None) -> IvmAnalysis:
