@@ -67,7 +67,13 @@ _CTE_TWICE_DUCK = (
     "FROM fact f GROUP BY f.p, f.k) AS g WHERE n > 1) AS a JOIN (SELECT p, k, n FROM (SELECT f.p AS p, f.k AS k, "
     "count(*) AS n FROM fact f GROUP BY f.p, f.k) AS g WHERE n > 1) AS b ON a.k = b.k AND a.p < b.p"
 )
+# A UNION ALL of aggregates under an aggregate (TPC-DS q66): each branch a stage.
+_UNION_OF_AGGREGATES = (
+    "SELECT y.k, sum(y.n) AS n, max(y.m) AS m FROM (SELECT f.k AS k, count(*) AS n, max(f.v) AS m FROM fact f "
+    "GROUP BY f.k UNION ALL SELECT d.k, count(*), count(DISTINCT d.label) FROM dim d GROUP BY d.k) AS y GROUP BY y.k"
+)
 MVS = [
+    (IvmMv("mv_stage_union_of_aggregates", None, _UNION_OF_AGGREGATES, _UNION_OF_AGGREGATES), ["fact", "dim"]),
     (IvmMv("mv_stage_cte_twice", None, _CTE_TWICE, _CTE_TWICE_DUCK), ["fact"]),
     (IvmMv("mv_stage_semijoins", None, _SEMIJOINS, _SEMIJOINS), ["fact", "dim", "more"]),
     (IvmMv("mv_stage_agg_of_agg", None, _AGG_OF_AGG, _AGG_OF_AGG), ["fact", "dim"]),

@@ -70,12 +70,15 @@ from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.keyed import inline_ctes
 from sparkmv.analysis.query import DIALECT, parse_query, table_name
 from sparkmv.analysis.subqueries import conjunct_of, in_keyed, predicates, subquery_body
+from sparkmv.analysis.unions import union_branches
 from sparkmv.errors import SparkMvError
 
 STAGE_PREFIX = "__smv_stage_"
 """Prefix of the table name of an inner stage's virtual input."""
 STAGE_KEY = "__smv_k"
 STAGE_VALUE = "__smv_v"
+STAGE_COLUMN = "__smv_c"
+"""Prefix of the columns of a ``UNION ALL`` branch's stage (by position)."""
 
 _NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
 _ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Literal, exp.Cast)
@@ -112,6 +115,9 @@ def split_stages(
         return stages[sql][0]
 
     for derived in _nonlinear_derived(inlined):
+        if isinstance(derived.this, exp.Union):
+            _stage_branches(derived.this, stage_of)
+            continue
         alias = derived.alias or stage_of(derived.this)
         derived.replace(exp.alias_(exp.to_table(stage_of(derived.this)), alias, table=True))
     for predicate in predicates(inlined):
@@ -141,8 +147,50 @@ def _nonlinear_derived(select: exp.Select) -> list[exp.Subquery]:
             if isinstance(body, exp.Select) and _nonlinear(body):
                 found.append(node)
                 continue
+            if isinstance(body, exp.Union) and _branch_stages(body):
+                found.append(node)
+                continue
         stack.extend(reversed(list(node.iter_expressions())))
     return found
+
+
+def _branch_stages(union: exp.Union) -> list[exp.Select]:
+    """The nonlinear branches of a ``UNION ALL`` (TPC-DS q4's ``year_total``, q66's
+    warehouse totals) that can be stages: empty when it is no ``UNION ALL`` of SELECTs, or
+    when its first branch leaves an output column to Spark's generated name."""
+    branches = union_branches(union)
+    staged = [b for b in branches if _nonlinear(b)]
+    if not branches or not staged:
+        return []
+    if not all(isinstance(i, exp.Alias | exp.Column) for i in branches[0].expressions):
+        return []
+    return staged
+
+
+def _stage_branches(union: exp.Union, stage_of: Callable[[exp.Query], str]) -> None:
+    """Replace each nonlinear branch of ``union`` (in place) by a projection of its stage:
+    the stage names its columns ``__smv_c<i>`` (a branch's names may repeat or be Spark's
+    generated ones) and the projection gives them the union's output names (the first
+    branch's: a key query may read one branch alone), so the union above is linear (a
+    UNION ALL of projections) and the delta rules maintain it.
+
+    >>> q = parse_query("SELECT k, sum(s) AS s FROM (SELECT k, sum(x) AS s FROM t GROUP BY k "
+    ...     "UNION ALL SELECT j, count(*) FROM u GROUP BY j) AS y GROUP BY k")
+    >>> outer, stages = split_stages(q)
+    >>> print(outer.sql())
+    SELECT k, SUM(s) AS s FROM (SELECT __smv_stage_1.__smv_c0 AS k, __smv_stage_1.__smv_c1 AS s FROM __smv_stage_1 \
+UNION ALL SELECT __smv_stage_2.__smv_c0 AS k, __smv_stage_2.__smv_c1 AS s FROM __smv_stage_2) AS y GROUP BY k
+    >>> stages[1][1].sql()
+    'SELECT j AS __smv_c0, COUNT(*) AS __smv_c1 FROM u GROUP BY j'
+    """
+    names = [output_name(item) for item in union_branches(union)[0].expressions]
+    for branch in _branch_stages(union):
+        body = branch.copy()
+        items = [exp.alias_(i.unalias().copy(), f"{STAGE_COLUMN}{n}") for n, i in enumerate(body.expressions)]
+        body.set("expressions", items)
+        name = stage_of(body)
+        columns = [exp.alias_(exp.column(f"{STAGE_COLUMN}{n}", table=name), out) for n, out in enumerate(names)]
+        branch.replace(exp.select(*columns).from_(name))
 
 
 def _nonlinear(select: exp.Select) -> bool:

@@ -45,6 +45,10 @@ TPCDS_TABLES = (
 )
 """The 24 TPC-DS tables (``tpcgen-cli tpcds`` also writes ``dbgen_version``, not read)."""
 
+RENAMED = {"c_last_review_date": "c_last_review_date_sk"}
+"""Columns the query texts name as TPC-DS 1.4 did, renamed as the data generator (and later
+versions of the specification) names them (q30)."""
+
 SPLIT = ("14", "23", "24", "39")
 """Queries whose text is two statements in the specification, kept as ``a`` and ``b``."""
 
@@ -81,14 +85,17 @@ def query_texts() -> dict[str, str]:
 
 def as_mv_query(text: str, prefix: str) -> str:
     """``text`` as an MV's query (Spark SQL): no outermost ``ORDER BY`` / ``LIMIT``, every
-    TPC-DS table put under ``prefix`` (``WITH`` names left alone), and every output column
-    named once: an unnamed expression is named ``c<position>`` (1-based), a repeated name
-    gets ``_<k>`` (as ``CREATE VIEW`` demands unique names).
+    TPC-DS table put under ``prefix`` (``WITH`` names left alone), :data:`RENAMED` columns
+    renamed, and every output column named once: an unnamed expression is named
+    ``c<position>`` (1-based), a repeated name gets ``_<k>`` (as ``CREATE VIEW`` demands
+    unique names; a ``SELECT *`` over derived tables is expanded first).
 
     >>> as_mv_query("SELECT a, sum(b), t.a FROM item t ORDER BY a LIMIT 100", "lake.ds")
     'SELECT a, SUM(b) AS c2, t.a AS a_2 FROM lake.ds.item AS t'
     >>> as_mv_query("SELECT * FROM (SELECT a FROM item) AS t", "p.q")
     'SELECT * FROM (SELECT a FROM p.q.item) AS t'
+    >>> as_mv_query("SELECT * FROM (SELECT a, b FROM item) AS x, (SELECT a FROM item) AS y", "p.q")
+    'SELECT x.a, x.b, y.a AS a_2 FROM (SELECT a, b FROM p.q.item) AS x CROSS JOIN (SELECT a FROM p.q.item) AS y'
     >>> as_mv_query("WITH item AS (SELECT 1 AS x) SELECT x FROM item", "p")
     'WITH item AS (SELECT 1 AS x) SELECT x FROM item'
     """
@@ -102,8 +109,31 @@ def as_mv_query(text: str, prefix: str) -> str:
             table.set("db", exp.to_identifier(db))
             if catalog:
                 table.set("catalog", exp.to_identifier(catalog))
-    _name_outputs(_leftmost_select(tree))
+    for column in tree.find_all(exp.Column):
+        if column.name.lower() in RENAMED:
+            column.set("this", exp.to_identifier(RENAMED[column.name.lower()]))
+    select = _leftmost_select(tree)
+    _expand_star(select)
+    _name_outputs(select)
     return tree.sql(dialect="spark")
+
+
+def _expand_star(select: exp.Select) -> None:
+    """``SELECT *`` over derived tables with named select lists (q14b's ``this_year`` and
+    ``last_year``) as their qualified columns, so repeated names can be told apart."""
+    if len(select.expressions) != 1 or not isinstance(select.expressions[0], exp.Star):
+        return
+    from_ = select.args.get("from_")
+    sources = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+    if len(sources) < 2 or not all(isinstance(s, exp.Subquery) and s.alias for s in sources):
+        return
+    columns = []
+    for source in sources:
+        names = [e.alias_or_name for e in _leftmost_select(source.this).expressions]
+        if not all(names):
+            return
+        columns += [exp.column(name, table=source.alias) for name in names]
+    select.set("expressions", columns)
 
 
 def _leftmost_select(tree: exp.Expr) -> exp.Select:
