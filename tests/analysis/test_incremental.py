@@ -161,14 +161,9 @@ QUALIFY = "a column beside an outer join must be qualified by its table"
         ("SELECT a FROM t INTERSECT SELECT a FROM u", "INTERSECT", UNION),
         ("SELECT a FROM t EXCEPT SELECT a FROM u", "EXCEPT", UNION),
         ("SELECT a FROM t UNION ALL SELECT a FROM u EXCEPT ALL SELECT a FROM v", "EXCEPT ALL", UNION),
-        (
-            "SELECT a FROM t UNION ALL SELECT sum(x) FROM u",
+        (  # the first branch names the union's columns: an aggregate branch is staged only under names
+            "SELECT sum(x) FROM u UNION ALL SELECT a FROM t",
             "sum(x)",
-            "aggregates in a UNION ALL branch are not maintained",
-        ),
-        (
-            "SELECT a FROM t UNION ALL SELECT a FROM u GROUP BY a",
-            "GROUP BY a",
             "aggregates in a UNION ALL branch are not maintained",
         ),
         ("SELECT a FROM (SELECT a FROM t LIMIT 3) AS s", "(SELECT a FROM t LIMIT 3) AS s", SUBQUERY),

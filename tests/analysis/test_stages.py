@@ -219,3 +219,24 @@ def test_unqualified_correlation_needs_the_columns() -> None:
     sql = "SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE uk = ux)"
     assert split_stages(parse_query(sql), known=TPCH_COLUMNS)[1] == []
     assert split_stages(parse_query("SELECT a FROM t WHERE EXISTS (SELECT 1 FROM u WHERE uk = k)"))[1] == []
+
+
+@pytest.mark.parametrize(
+    ("sql", "above"),
+    [
+        (  # an aggregate branch of a UNION ALL: a stage, projected under the union's names
+            "SELECT a FROM t UNION ALL SELECT a FROM u GROUP BY a",
+            "SELECT a FROM t UNION ALL SELECT __smv_stage_1.__smv_c0 AS a FROM __smv_stage_1",
+        ),
+        (  # ROLLUP: the UNION ALL of one GROUP BY per set, each a stage
+            "SELECT a, b, count(DISTINCT x) AS n FROM t GROUP BY ROLLUP (a, b)",
+            "SELECT __smv_stage_1.__smv_c0 AS a, __smv_stage_1.__smv_c1 AS b, __smv_stage_1.__smv_c2 AS n "
+            "FROM __smv_stage_1 UNION ALL SELECT __smv_stage_2.__smv_c0 AS a, __smv_stage_2.__smv_c1 AS b, "
+            "__smv_stage_2.__smv_c2 AS n FROM __smv_stage_2 UNION ALL SELECT __smv_stage_3.__smv_c0 AS a, "
+            "__smv_stage_3.__smv_c1 AS b, __smv_stage_3.__smv_c2 AS n FROM __smv_stage_3",
+        ),
+    ],
+)
+def test_union_branches_are_stages(sql: str, above: str) -> None:
+    analysis = analyze_incremental(parse_query(sql))
+    assert (analysis.reason, analysis.staged_sql) == (None, above)

@@ -72,7 +72,19 @@ _UNION_OF_AGGREGATES = (
     "SELECT y.k, sum(y.n) AS n, max(y.m) AS m FROM (SELECT f.k AS k, count(*) AS n, max(f.v) AS m FROM fact f "
     "GROUP BY f.k UNION ALL SELECT d.k, count(*), count(DISTINCT d.label) FROM dim d GROUP BY d.k) AS y GROUP BY y.k"
 )
+# Grouping sets as the UNION ALL of one GROUP BY per set (TPC-DS q18, q22, q27): a DISTINCT
+# aggregate, grouping() / grouping_id(), a HAVING, keys NULL in the data.
+_ROLLUP = (
+    "SELECT f.p, f.k, sum(f.v) AS sv, count(*) AS n, count(DISTINCT f.s) AS ns, grouping(f.k) AS gk, "
+    "grouping_id(f.p, f.k) AS gid FROM fact f WHERE f.v IS NULL OR f.v > -2 GROUP BY ROLLUP (f.p, f.k)"
+)
+_CUBE = (
+    "SELECT f.p, d.label, max(f.v) AS mx, count(*) AS n FROM fact f JOIN dim d ON f.k = d.k "
+    "GROUP BY CUBE (f.p, d.label) HAVING count(*) > 1"
+)
 MVS = [
+    (IvmMv("mv_stage_rollup", None, _ROLLUP, _ROLLUP), ["fact"]),
+    (IvmMv("mv_stage_cube", None, _CUBE, _CUBE), ["fact", "dim"]),
     (IvmMv("mv_stage_union_of_aggregates", None, _UNION_OF_AGGREGATES, _UNION_OF_AGGREGATES), ["fact", "dim"]),
     (IvmMv("mv_stage_cte_twice", None, _CTE_TWICE, _CTE_TWICE_DUCK), ["fact"]),
     (IvmMv("mv_stage_semijoins", None, _SEMIJOINS, _SEMIJOINS), ["fact", "dim", "more"]),

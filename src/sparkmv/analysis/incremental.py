@@ -49,6 +49,7 @@ from sparkmv.analysis.constructs import (
 )
 from sparkmv.analysis.correlated import correlated_analysis
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
+from sparkmv.analysis.grouping_sets import expand_grouping_sets, has_grouping_sets
 from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn
 from sparkmv.analysis.keyed import HIDDEN_KEY, TECHNIQUE, inline_ctes, is_keyed_shape, keyed_plan
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
@@ -75,6 +76,14 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
     Raises:
         AnalysisError: for malformed table names (as :func:`~sparkmv.analysis.query.table_name`).
     """
+    if has_grouping_sets(query):  # the UNION ALL of one GROUP BY per set
+        expanded = _resolved_analysis(expand_grouping_sets(query), columns)
+        return expanded if expanded.reason is None else _resolved_analysis(query, columns)
+    return _resolved_analysis(query, columns)
+
+
+def _resolved_analysis(query: exp.Query, columns: Mapping[str, Collection[str]] | None) -> IvmAnalysis:
+    """:func:`analyze_incremental` of ``query`` as written, or resolved by ``columns``."""
     analysis = _analyze(query, columns)
     if (analysis.reason is None and analysis.keyed is None) or not columns:
         return analysis

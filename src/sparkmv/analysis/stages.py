@@ -104,8 +104,6 @@ def split_stages(
     """
     counter = counter if counter is not None else itertools.count(1)
     inlined = inline_ctes(query)
-    if isinstance(inlined, str) or not isinstance(inlined, exp.Select):
-        return query.copy(), []
     stages: dict[str, tuple[str, exp.Query]] = {}
 
     def stage_of(body: exp.Query) -> str:
@@ -113,6 +111,12 @@ def split_stages(
         if sql not in stages:
             stages[sql] = (f"{STAGE_PREFIX}{next(counter)}", body)
         return stages[sql][0]
+
+    if isinstance(inlined, exp.Union) and _branch_stages(inlined):  # a UNION ALL of aggregates
+        _stage_branches(inlined, stage_of)
+        return inlined, list(stages.values())
+    if isinstance(inlined, str) or not isinstance(inlined, exp.Select):
+        return query.copy(), []
 
     for derived in _nonlinear_derived(inlined):
         if isinstance(derived.this, exp.Union):
