@@ -118,12 +118,16 @@ def split_stages(
     if isinstance(inlined, str) or not isinstance(inlined, exp.Select):
         return query.copy(), []
 
+    named: dict[str, list[str]] = {}
     for derived in _nonlinear_derived(inlined):
         if isinstance(derived.this, exp.Union):
             _stage_branches(derived.this, stage_of)
             continue
         alias = derived.alias or stage_of(derived.this)
+        if isinstance(derived.this, exp.Select):
+            named[alias.lower()] = [output_name(i) for i in derived.this.expressions]
         derived.replace(exp.alias_(exp.to_table(stage_of(derived.this)), alias, table=True))
+    _expand_stage_stars(inlined, named)
     for predicate in predicates(inlined):
         if isinstance(predicate, exp.In) and _nested(predicate):
             body = subquery_body(predicate)
@@ -156,6 +160,24 @@ def _nonlinear_derived(select: exp.Select) -> list[exp.Subquery]:
                 continue
         stack.extend(reversed(list(node.iter_expressions())))
     return found
+
+
+def _expand_stage_stars(select: exp.Select, named: dict[str, list[str]]) -> None:
+    """Replace ``*`` / ``alias.*`` select items of ``select`` that read only stages by the
+    stages' columns (in place; ``named``: stage alias -> its output names): a stage's
+    frames carry columns of their own (a delta's sign) that a star would select."""
+    from_ = select.args.get("from_")
+    sources = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+    aliases = [s.alias_or_name.lower() for s in sources]
+    items: list[exp.Expr] = []
+    for item in select.expressions:
+        if isinstance(item, exp.Star) and aliases and all(a in named for a in aliases):
+            items += [exp.column(n, table=a) for a in aliases for n in named[a]]
+        elif isinstance(item, exp.Column) and item.is_star and item.table.lower() in named:
+            items += [exp.column(n, table=item.table) for n in named[item.table.lower()]]
+        else:
+            items.append(item)
+    select.set("expressions", items)
 
 
 def _branch_stages(union: exp.Union) -> list[exp.Select]:
