@@ -82,7 +82,21 @@ _CUBE = (
     "SELECT f.p, d.label, max(f.v) AS mx, count(*) AS n FROM fact f JOIN dim d ON f.k = d.k "
     "GROUP BY CUBE (f.p, d.label) HAVING count(*) > 1"
 )
+# Derived tables over a stage and a base table, unqualified stage columns among them, read
+# twice and joined (TPC-DS q2, q59): qualified with the stage's columns, then merged.
+_W = "(SELECT f.k AS k, f.p AS p, sum(f.v) AS sv FROM fact f GROUP BY f.k, f.p)"
+_OVER_STAGE = (
+    f"WITH w AS {_W}, y AS (SELECT w.k, w.p, sv AS sv1 FROM w, dim WHERE dim.k = w.k AND dim.label = 'x'), "
+    "z AS (SELECT w.k, w.p, sv AS sv2 FROM w, dim WHERE dim.k = w.k AND label IS NULL) "
+    "SELECT y.k, y.p, y.sv1, z.sv2 FROM y JOIN z ON y.k = z.k AND y.p = z.p"
+)
+_OVER_STAGE_DUCK = (
+    f"SELECT y.k, y.p, y.sv1, z.sv2 FROM (SELECT w.k, w.p, sv AS sv1 FROM {_W} AS w, dim "
+    f"WHERE dim.k = w.k AND dim.label = 'x') AS y JOIN (SELECT w.k, w.p, sv AS sv2 FROM {_W} AS w, dim "
+    "WHERE dim.k = w.k AND label IS NULL) AS z ON y.k = z.k AND y.p = z.p"
+)
 MVS = [
+    (IvmMv("mv_stage_over_stage_joined", None, _OVER_STAGE, _OVER_STAGE_DUCK), ["fact", "dim"]),
     (IvmMv("mv_stage_rollup", None, _ROLLUP, _ROLLUP), ["fact"]),
     (IvmMv("mv_stage_cube", None, _CUBE, _CUBE), ["fact", "dim"]),
     (IvmMv("mv_stage_union_of_aggregates", None, _UNION_OF_AGGREGATES, _UNION_OF_AGGREGATES), ["fact", "dim"]),

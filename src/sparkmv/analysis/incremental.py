@@ -145,7 +145,7 @@ def _analyze(query: exp.Query, columns: Mapping[str, Collection[str]] | None = N
         # Before aggregate stages (TPC-H Q13, Q17), which recompute their touched keys over
         # both inputs and join them back: the key's rows are read once per side.
         return correlated
-    staged = staged_analysis(query, _whole_or_merged, lambda q: _keyed_analysis(q, reserved=False))
+    staged = staged_analysis(query, _whole_or_merged, lambda q: _keyed_analysis(q, reserved=False), columns)
     if staged is None or staged.reason is not None:
         return correlated or staged or whole
     return staged

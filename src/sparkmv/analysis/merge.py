@@ -86,16 +86,17 @@ def _prepare(outer: exp.Select) -> None:
             continue
         body = source.this
         inner = _sources(body)
-        if len(inner) != 1 or not isinstance(inner[0], exp.Table | exp.Subquery):
+        if not all(isinstance(i, exp.Table | exp.Subquery) for i in inner):
             continue
-        name = inner[0].alias_or_name.lower()
-        if name in taken:
-            fresh = next(f"{name}_{i}" for i in range(2, 1000) if f"{name}_{i}" not in taken)
-            _rename(body, inner[0], name, fresh)
-            name = fresh
-        taken.add(name)
-        if len(_sources(outer)) > 1:  # beside other sources, a merged column must say its table
-            _qualify_single_source(body, name)
+        for each in inner:
+            name = each.alias_or_name.lower()
+            if name in taken:
+                fresh = next(f"{name}_{i}" for i in range(2, 1000) if f"{name}_{i}" not in taken)
+                _rename(body, each, name, fresh)
+                name = fresh
+            taken.add(name)
+        if len(inner) == 1 and len(_sources(outer)) > 1:  # beside other sources, say the table
+            _qualify_single_source(body, inner[0].alias_or_name.lower())
 
 
 def _rename(body: exp.Select, source: exp.Expr, old: str, new: str) -> None:

@@ -524,12 +524,27 @@ def _staged(
             return IvmAnalysis(f"inner stage {name}: {inner.reason}", False, (), (), query.sql(DIALECT))
         stages.append(Stage(name, inner))
     top = analyze(outer)
+    if top.reason is not None and known is not None:  # resolved with the stages' columns too
+        top = analyze(_qualified_over_stages(outer, stages, known))
     if top.reason is not None:
         return replace(top, augmented_sql=query.sql(DIALECT))
     bodies = {s.name: s.analysis.augmented_sql for s in stages}
     whole = inline_stages(parse_query(top.augmented_sql), bodies).sql(DIALECT)
     above = top.merged_sql or top.augmented_sql  # maintained merged, when its derived tables are
     return replace(top, augmented_sql=whole, staged_sql=above, merged_sql="", stages=tuple(stages))
+
+
+def _qualified_over_stages(outer: exp.Query, stages: list[Stage], known: Known) -> exp.Query:
+    """``outer`` with its unqualified columns qualified by their table, the inner stages'
+    output columns known beside the base tables' (TPC-DS q2's ``sun_sales`` beside
+    ``d_year``: a derived table over a stage and a base table merges once qualified)."""
+    from sparkmv.analysis.qualify import qualify_unqualified
+
+    columns = dict(known)
+    for stage in stages:
+        name = table_name(exp.to_table(stage.name)).qualified
+        columns[name] = [c.name for c in stage.analysis.columns]
+    return qualify_unqualified(outer, columns)
 
 
 def _stage_analysis(body: exp.Query, keyed: Analyze, counter: Iterator[int], known: Known | None) -> IvmAnalysis:
