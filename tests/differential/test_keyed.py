@@ -103,8 +103,16 @@ _GLOBAL_STAGES = (
     "SELECT a.n, b.m, b.c FROM (SELECT count(DISTINCT f.k) AS n FROM fact f WHERE f.v > 0) a "
     "CROSS JOIN (SELECT max(d.label) AS m, count(*) AS c FROM dim d) b"
 )
+# INTERSECT / EXCEPT keyed by every column: under a global count (TPC-DS q38, q87) and at
+# the top (EXCEPT ALL: multiplicities).
+_INTERSECT = (
+    "SELECT count(*) AS n FROM (SELECT DISTINCT f.k, f.p FROM fact f WHERE f.v > 0 "
+    "INTERSECT SELECT DISTINCT d.k, d.label FROM dim d) AS x"
+)
+_EXCEPT_ALL = "SELECT f.k, f.s FROM fact f WHERE f.v IS NOT NULL EXCEPT ALL SELECT m.k, m.s FROM more m"
 # The delta rules above its stages (their reason names the stages, not the technique).
 FORMULA_MVS.append((IvmMv("mv_keyed_global_stages", None, _GLOBAL_STAGES, _GLOBAL_STAGES), ["fact", "dim"]))
+FORMULA_MVS.append((IvmMv("mv_keyed_intersect", None, _INTERSECT, _INTERSECT), ["fact", "dim"]))
 MVS = [
     (IvmMv("mv_keyed_having", "p", _HAVING, _HAVING), ["fact"]),
     (IvmMv("mv_keyed_nested", None, _NESTED_FROM, _NESTED_DUCK), ["fact", "dim"]),
@@ -112,6 +120,7 @@ MVS = [
     (IvmMv("mv_keyed_exists", "p", _EXISTS, _EXISTS), ["fact", "dim"]),
     (IvmMv("mv_keyed_not_in", None, _NOT_IN, _NOT_IN), ["fact", "dim"]),
     (IvmMv("mv_keyed_hidden", None, _HIDDEN_KEYS, _HIDDEN_KEYS), ["fact"]),
+    (IvmMv("mv_keyed_except_all", None, _EXCEPT_ALL, _EXCEPT_ALL), ["fact", "more"]),
 ]
 
 

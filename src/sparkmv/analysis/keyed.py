@@ -116,6 +116,8 @@ def is_keyed_shape(query: exp.Query) -> bool:
     join, or with window functions (in the query or the derived table it reads, CTEs
     inlined): the queries affected-key recomputation is for, whose refusal reason is its own."""
     select = query.this if isinstance(query, exp.Subquery) else query
+    if isinstance(select, exp.Intersect | exp.Except):
+        return True
     inlined = inline_ctes(select) if isinstance(select, exp.Select) and select.args.get("with_") else select
     return isinstance(select, exp.Select) and (
         select.args.get("group") is not None
@@ -139,6 +141,8 @@ def keyed_plan(query: exp.Query, inner: bool = False) -> KeyedPlan | str:
     if isinstance(inlined, str):
         return inlined
     select = inlined
+    if isinstance(select, exp.Intersect | exp.Except):
+        return _set_operation_plan(select)
     if isinstance(select, exp.Select) and windowed_select(select) is not None:
         return _window_plan(select)
     is_global = inner and isinstance(select, exp.Select) and _is_global_aggregate(select)
@@ -273,6 +277,72 @@ def _window_plan(select: exp.Select) -> KeyedPlan | str:
     relation.set("expressions", [exp.alias_(p.copy(), n) for p, n in zip(partition, key_names, strict=True)])
     keys = tuple(n for n in names if n in key_names)
     return _finish(keys, names, relation)
+
+
+def _set_operation_plan(query: exp.SetOperation) -> KeyedPlan | str:
+    """INTERSECT / EXCEPT (ALL or DISTINCT, nested set operations too) by affected-key
+    recomputation, every output column a key: how often a row is in the result depends only
+    on how often it is in each branch, so the touched keys are the rows of each branch's
+    delta (the key query is the UNION ALL of the branches, each projected to the output
+    columns) and the result filtered to them gives their new rows (DBSP's rule for
+    ``distinct`` over the sum of its inputs, Budiu et al., VLDB 2023).
+
+    >>> from sparkmv.analysis.query import parse_query
+    >>> plan = keyed_plan(parse_query("SELECT DISTINCT a FROM t WHERE x > 0 INTERSECT SELECT b FROM u"))
+    >>> plan.keys, plan.key_sql
+    (('a',), 'SELECT a FROM (SELECT a AS a FROM t WHERE x > 0 UNION ALL SELECT b AS a FROM u) AS __smv_set')
+    """
+    branches = _set_leaves(query)
+    if not branches:
+        return not_maintainable(query, "a set operation with ORDER BY or LIMIT inside is not maintained")
+    names = tuple(output_name(item) for item in branches[0].expressions)
+    if len(set(names)) < len(names):
+        return not_maintainable(query, "output column names must be distinct")
+    parts = []
+    for branch in branches:
+        problem = _star_problem(branch) or _branch_problem(branch) or _relation_problem(branch)
+        if problem:
+            return problem
+        part = branch.copy()
+        part.set("distinct", None)
+        part.set(
+            "expressions", [exp.alias_(i.unalias().copy(), n) for i, n in zip(branch.expressions, names, strict=True)]
+        )
+        parts.append(part)
+    union: exp.Query = parts[0]
+    for part in parts[1:]:
+        union = exp.union(union, part, distinct=False)
+    relation = exp.select(*[exp.column(n) for n in names]).from_(
+        exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier(SET_ALIAS)))
+    )
+    return _finish(names, names, relation)
+
+
+SET_ALIAS = "__smv_set"
+
+
+def _set_leaves(query: exp.Expr) -> list[exp.Select]:
+    """The SELECT branches of a tree of set operations (parentheses dropped); empty when one
+    has ORDER BY / LIMIT below the top, a WITH, or is not a SELECT."""
+    if isinstance(query, exp.Subquery):
+        return [] if modifier_problem(query) else _set_leaves(query.this)
+    if isinstance(query, exp.Select):
+        return [query] if not query.args.get("with_") else []
+    if isinstance(query, exp.SetOperation):
+        if any(query.args.get(m) is not None for m in ("order", "limit", "offset")):
+            return []
+        left, right = _set_leaves(query.this), _set_leaves(query.expression)
+        return left + right if left and right else []
+    return []
+
+
+def _branch_problem(branch: exp.Select) -> str | None:
+    """A branch of INTERSECT / EXCEPT: a projection (DISTINCT allowed) of a linear relation."""
+    problem = modifier_problem(branch)
+    for arg in ("group", "having", "qualify"):
+        if problem is None and branch.args.get(arg) is not None:
+            problem = not_maintainable(branch.args[arg], "a grouped branch of INTERSECT or EXCEPT is not maintained")
+    return problem or _expressions_problem(list(branch.expressions), aggregates_allowed=False)
 
 
 def _has_aggregate(expr: exp.Expr) -> bool:

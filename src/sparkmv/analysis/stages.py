@@ -124,8 +124,11 @@ def split_stages(
             _stage_branches(derived.this, stage_of)
             continue
         alias = derived.alias or stage_of(derived.this)
-        if isinstance(derived.this, exp.Select):
-            named[alias.lower()] = [output_name(i) for i in derived.this.expressions]
+        first = derived.this
+        while isinstance(first, exp.SetOperation | exp.Subquery):
+            first = first.this
+        if isinstance(first, exp.Select):
+            named[alias.lower()] = [output_name(i) for i in first.expressions]
         derived.replace(exp.alias_(exp.to_table(stage_of(derived.this)), alias, table=True))
     _expand_stage_stars(inlined, named)
     for predicate in predicates(inlined):
@@ -156,6 +159,9 @@ def _nonlinear_derived(select: exp.Select) -> list[exp.Subquery]:
                 found.append(node)
                 continue
             if isinstance(body, exp.Union) and _branch_stages(body):
+                found.append(node)
+                continue
+            if isinstance(body, exp.Intersect | exp.Except):  # keyed by every column
                 found.append(node)
                 continue
         stack.extend(reversed(list(node.iter_expressions())))
