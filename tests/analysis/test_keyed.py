@@ -292,6 +292,11 @@ def test_outer_join_plan_is_explained() -> None:
             "SELECT k AS k FROM t",
         ),
         ("SELECT k AS key, sum(v) OVER (PARTITION BY k) AS s FROM t", ("key",), "SELECT k AS key FROM t"),
+        (  # b is not an output column: the partitions of a alone, coarser, are recomputed
+            "SELECT a, v, rank() OVER (PARTITION BY a, b ORDER BY v) AS r FROM t",
+            ("a",),
+            "SELECT a AS a FROM t",
+        ),
         (  # windows over an aggregate: the partitions are groups of the grouped relation
             "SELECT c, i, sum(v) AS s, sum(v) * 100 / sum(sum(v)) OVER (PARTITION BY c) AS ratio FROM t "
             "WHERE v > 0 GROUP BY c, i",

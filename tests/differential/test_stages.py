@@ -95,7 +95,15 @@ _OVER_STAGE_DUCK = (
     f"WHERE dim.k = w.k AND dim.label = 'x') AS y JOIN (SELECT w.k, w.p, sv AS sv2 FROM {_W} AS w, dim "
     "WHERE dim.k = w.k AND label IS NULL) AS z ON y.k = z.k AND y.p = z.p"
 )
+# A window over the sets' rows (TPC-DS q36, q70, q86): recomputed over the union of the
+# sets' stages, by the partitions of its output column lh.
+_ROLLUP_RANKED = (
+    "SELECT f.p, f.k, sum(f.v) AS sv, grouping(f.p) + grouping(f.k) AS lh, rank() OVER (PARTITION BY "
+    "grouping(f.p) + grouping(f.k), CASE WHEN grouping(f.k) = 0 THEN f.p END ORDER BY sum(f.v) DESC NULLS LAST) AS r "
+    "FROM fact f GROUP BY ROLLUP (f.p, f.k)"
+)
 MVS = [
+    (IvmMv("mv_stage_rollup_ranked", None, _ROLLUP_RANKED, _ROLLUP_RANKED), ["fact"]),
     (IvmMv("mv_stage_over_stage_joined", None, _OVER_STAGE, _OVER_STAGE_DUCK), ["fact", "dim"]),
     (IvmMv("mv_stage_rollup", None, _ROLLUP, _ROLLUP), ["fact"]),
     (IvmMv("mv_stage_cube", None, _CUBE, _CUBE), ["fact", "dim"]),

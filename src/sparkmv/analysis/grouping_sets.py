@@ -9,8 +9,10 @@ column that is NULL in the data makes a group of its own in both forms. The bran
 largest set comes first, so the union's columns take their names and types from a SELECT
 without NULL keys (Spark widens a NULL literal to the other branches' type).
 
-A SELECT with a window or DISTINCT is left as it is (its window reads every set's rows),
-as is a GROUP BY mixing sets with ``WITH ROLLUP`` / ``WITH CUBE`` (MySQL's spelling).
+Windows over the sets' rows read the union: the SELECT becomes the windows over it, each
+window's inputs columns of the union (:func:`_windowed_union`). A SELECT DISTINCT is left
+as it is, as is a GROUP BY mixing sets with ``WITH ROLLUP`` / ``WITH CUBE`` (MySQL's
+spelling).
 
 >>> from sparkmv.analysis.query import parse_query
 >>> print(expand_grouping_sets(parse_query(
@@ -23,6 +25,7 @@ UNION ALL SELECT NULL AS a, NULL AS b, SUM(x) AS s, CAST(1 AS TINYINT) AS g FROM
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 
 from sqlglot import exp
 
@@ -30,6 +33,11 @@ from sparkmv.analysis.constructs import _same, is_aggregate, unparen
 from sparkmv.analysis.keyed import inline_ctes
 
 _SETS = (exp.Rollup, exp.Cube, exp.GroupingSets)
+UNION_ALIAS = "__smv_sets"
+WINDOW_INPUT = "__smv_w"
+_STRUCTURE = (exp.Order, exp.Ordered, exp.WindowSpec)
+"""Parts of a window that are not expressions of their own: their children are lifted."""
+"""Prefix of the union's columns that only a window over it reads."""
 
 
 def has_grouping_sets(query: exp.Query) -> bool:
@@ -69,8 +77,8 @@ def _as_union(select: exp.Select) -> exp.Query | None:
     group = select.args["group"]
     if select.args.get("distinct") or any(group.args.get(k) for k in ("rollup", "cube", "totals")):
         return None
-    if any(select.find_all(exp.Window)):
-        return None
+    if any(w.find_ancestor(exp.Select) is select for w in select.find_all(exp.Window)):
+        return _windowed_union(select)
     sets = grouping_sets_of(group)
     if sets is None:
         return None
@@ -87,6 +95,55 @@ def _as_union(select: exp.Select) -> exp.Query | None:
     for branch in branches[1:]:
         union = exp.union(union, branch, distinct=False)
     return union
+
+
+def _windowed_union(select: exp.Select) -> exp.Query | None:
+    """A SELECT with grouping sets and windows over them (TPC-DS q36's ``rank() OVER
+    (PARTITION BY grouping(a) + grouping(b), ... ORDER BY sum(x))``) as a SELECT of the
+    windows over the union: each window's inputs (the per-group expressions it reads) are
+    columns of the union, named as the select item they equal or ``__smv_w<i>``; None when
+    a select item is unnamed."""
+    if not all(isinstance(i, exp.Alias | exp.Column) for i in select.expressions):
+        return None
+    plain = [i for i in select.expressions if i.find(exp.Window) is None]
+    named = {i.alias_or_name: i.unalias() for i in plain}
+    hidden: list[exp.Expr] = []
+
+    def column_for(expr: exp.Expr) -> exp.Expr:
+        name = next((n for n, e in named.items() if _same(unparen(e), unparen(expr))), None)
+        if name is None:
+            name = f"{WINDOW_INPUT}{len(hidden)}"
+            hidden.append(exp.alias_(expr.copy(), name))
+            named[name] = expr
+        return exp.column(name, table=UNION_ALIAS)
+
+    items = []
+    for item in select.expressions:
+        if item.find(exp.Window) is None:
+            items.append(exp.alias_(exp.column(item.alias_or_name, table=UNION_ALIAS), item.alias_or_name))
+            continue
+        copy = item.copy()
+        _lift(copy, column_for)
+        items.append(copy)
+    inner = select.copy()
+    inner.set("expressions", [i.copy() for i in plain] + hidden)
+    union = _as_union(inner)
+    if union is None:
+        return None
+    return exp.select(*items).from_(exp.Subquery(this=union, alias=exp.TableAlias(this=exp.to_identifier(UNION_ALIAS))))
+
+
+def _lift(node: exp.Expr, column_for: Callable[[exp.Expr], exp.Expr]) -> None:
+    """Replace (in place) each largest part of ``node`` without a window that reads a
+    column by ``column_for(part)``; a window's function stays, its arguments are lifted."""
+    for child in list(node.iter_expressions()):
+        if (isinstance(node, exp.Window) and child is node.this) or isinstance(child, _STRUCTURE):
+            _lift(child, column_for)
+        elif child.find(exp.Window) is None:
+            if child.find(exp.Column) is not None:
+                child.replace(column_for(child))
+        else:
+            _lift(child, column_for)
 
 
 def grouping_sets_of(group: exp.Group) -> list[list[exp.Expr]] | None:

@@ -265,9 +265,11 @@ def _window_plan(select: exp.Select) -> KeyedPlan | str:
     names = tuple(output_name(item) for item in select.expressions)
     if len(set(names)) < len(names):
         return not_maintainable(select, "output column names must be distinct")
-    key_names = window_key_names(windowed, select, partition)
-    if isinstance(key_names, str):
-        return key_names
+    found = window_key_names(windowed, select, partition)
+    if isinstance(found, str):
+        return found
+    partition = [expr for expr, _ in found]
+    key_names = [name for _, name in found]
     problem = _star_problem(windowed) or _star_problem(select) or _relation_problem(windowed, outer_allowed=True)
     if problem:
         return problem

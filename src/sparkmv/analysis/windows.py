@@ -153,19 +153,23 @@ def outer_problem(outer: exp.Select) -> str | None:
     return problem
 
 
-def key_names(window_select: exp.Select, top: exp.Select, partition: list[exp.Expr]) -> list[str] | str:
-    """The output names of the ``PARTITION BY`` columns (each a column selected by
-    ``window_select``, under its name or an alias, and, when it is a derived table, selected
-    by ``top`` under that name), or why not."""
-    names = []
+def key_names(
+    window_select: exp.Select, top: exp.Select, partition: list[exp.Expr]
+) -> list[tuple[exp.Expr, str]] | str:
+    """The ``PARTITION BY`` columns that are output columns, with their output names (each
+    selected by ``window_select``, under its name or an alias, and, when it is a derived
+    table, selected by ``top`` under that name), or why none is. Keys of a subset of the
+    ``PARTITION BY`` columns are coarser: each touched key's rows hold whole partitions."""
+    found: list[tuple[exp.Expr, str]] = []
     for expr in partition:
         expr = unparen(expr)
         if not isinstance(expr, exp.Column):
-            return not_maintainable(expr, WHY_KEY)
+            continue
         inner = [i for i in window_select.expressions if _same(unparen(i.unalias()), expr)]
         name = inner[0].alias_or_name.lower() if inner else ""
         outer = [i for i in top.expressions if isinstance(i.unalias(), exp.Column) and i.alias_or_name.lower() == name]
-        if not inner or (top is not window_select and not any(i.unalias().name.lower() == name for i in outer)):
-            return not_maintainable(expr, WHY_KEY)
-        names.append(name)
-    return names
+        if inner and (top is window_select or any(i.unalias().name.lower() == name for i in outer)):
+            found.append((expr, name))
+    if not found:
+        return not_maintainable(unparen(partition[0]), WHY_KEY)
+    return found
