@@ -102,7 +102,21 @@ _ROLLUP_RANKED = (
     "grouping(f.p) + grouping(f.k), CASE WHEN grouping(f.k) = 0 THEN f.p END ORDER BY sum(f.v) DESC NULLS LAST) AS r "
     "FROM fact f GROUP BY ROLLUP (f.p, f.k)"
 )
+# A UNION ALL of aggregates tagged by a literal, read twice, each reading filtered to one tag
+# (TPC-DS q4, q11, q74): the other branches pruned, each reading a stage.
+_YT = (
+    "(SELECT f.k AS k, sum(f.v) AS total, 'f' AS src FROM fact f GROUP BY f.k UNION ALL "
+    "SELECT m.k AS k, sum(m.v) AS total, 'm' AS src FROM more m GROUP BY m.k)"
+)
+_TAGGED = (
+    f"WITH yt AS {_YT} SELECT a.k, a.total AS ft, b.total AS mt FROM yt a, yt b "
+    "WHERE a.k = b.k AND a.src = 'f' AND b.src = 'm'"
+)
+_TAGGED_DUCK = (
+    f"SELECT a.k, a.total AS ft, b.total AS mt FROM {_YT} a, {_YT} b WHERE a.k = b.k AND a.src = 'f' AND b.src = 'm'"
+)
 MVS = [
+    (IvmMv("mv_stage_tagged_union", None, _TAGGED, _TAGGED_DUCK), ["fact", "more"]),
     (IvmMv("mv_stage_rollup_ranked", None, _ROLLUP_RANKED, _ROLLUP_RANKED), ["fact"]),
     (IvmMv("mv_stage_over_stage_joined", None, _OVER_STAGE, _OVER_STAGE_DUCK), ["fact", "dim"]),
     (IvmMv("mv_stage_rollup", None, _ROLLUP, _ROLLUP), ["fact"]),

@@ -118,6 +118,7 @@ def split_stages(
     if isinstance(inlined, str) or not isinstance(inlined, exp.Select):
         return query.copy(), []
 
+    _prune_union_branches(inlined)
     named: dict[str, list[str]] = {}
     for derived in _nonlinear_derived(inlined):
         if isinstance(derived.this, exp.Union):
@@ -166,6 +167,61 @@ def _nonlinear_derived(select: exp.Select) -> list[exp.Subquery]:
                 continue
         stack.extend(reversed(list(node.iter_expressions())))
     return found
+
+
+def _prune_union_branches(select: exp.Select) -> None:
+    """Drop (in place) the branches of a ``UNION ALL`` derived table of ``select`` that a
+    WHERE conjunct ``alias.c = '<string>'`` of ``select`` rejects because the branch selects
+    another string as ``c`` (TPC-DS q4's ``year_total`` read six times, each reading
+    filtered to one ``sale_type``); one branch left replaces the union. The rows are the
+    same: a rejected branch contributes none.
+
+    >>> q = parse_query("SELECT a.k FROM (SELECT k, 's' AS t FROM x UNION ALL SELECT k, 'c' AS t FROM y) AS a "
+    ...     "WHERE a.t = 'c'")
+    >>> _prune_union_branches(q)
+    >>> q.sql()
+    "SELECT a.k FROM (SELECT k, 'c' AS t FROM y) AS a WHERE a.t = 'c'"
+    """
+    where = select.args.get("where")
+    if where is None:
+        return
+    wanted: dict[tuple[str, str], exp.Literal] = {}
+    for conjunct in where.this.flatten() if isinstance(where.this, exp.And) else [where.this]:
+        if isinstance(conjunct, exp.EQ):
+            column, literal = conjunct.this, conjunct.expression
+            if isinstance(column, exp.Literal):
+                column, literal = literal, column
+            if isinstance(column, exp.Column) and column.table and isinstance(literal, exp.Literal):
+                wanted[(column.table.lower(), column.name.lower())] = literal
+    for source in _own_sources(select):
+        if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Union) or not source.alias:
+            continue
+        branches = union_branches(source.this)
+        if not branches:
+            continue
+        names = [output_name(i) for i in branches[0].expressions]
+        kept = [b for b in branches if not _rejected(b, names, source.alias.lower(), wanted)]
+        if kept and len(kept) < len(branches):
+            union: exp.Query = kept[0].copy()
+            for branch in kept[1:]:
+                union = exp.union(union, branch.copy(), distinct=False)
+            source.set("this", union)
+
+
+def _own_sources(select: exp.Select) -> list[exp.Expr]:
+    from_ = select.args.get("from_")
+    return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+
+
+def _rejected(branch: exp.Select, names: list[str], alias: str, wanted: dict[tuple[str, str], exp.Literal]) -> bool:
+    for position, name in enumerate(names):
+        literal = wanted.get((alias, name))
+        item = branch.expressions[position].unalias() if position < len(branch.expressions) else None
+        # strings only: two spellings of a number (1, 1.0) may be equal
+        if literal is not None and isinstance(item, exp.Literal) and item.is_string and literal.is_string:
+            if item.this != literal.this:
+                return True
+    return False
 
 
 def _expand_stage_stars(select: exp.Select, named: dict[str, list[str]]) -> None:
