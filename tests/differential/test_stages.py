@@ -115,7 +115,16 @@ _TAGGED = (
 _TAGGED_DUCK = (
     f"SELECT a.k, a.total AS ft, b.total AS mt FROM {_YT} a, {_YT} b WHERE a.k = b.k AND a.src = 'f' AND b.src = 'm'"
 )
+# Rankings over a whole grouped result, each an inner stage recomputed whole under a
+# constant key, under a UNION (TPC-DS q44, q49).
+_RANKED = (
+    "SELECT 'f' AS src, r.k, r.n, r.rk FROM (SELECT g.k, g.n, rank() OVER (ORDER BY g.n DESC, g.k NULLS FIRST) AS rk "
+    "FROM (SELECT f.k AS k, count(*) AS n FROM fact f GROUP BY f.k) AS g) AS r WHERE r.rk <= 3 "
+    "UNION SELECT 'd' AS src, q.k, q.n, q.rk FROM (SELECT h.k, h.n, dense_rank() OVER (ORDER BY h.n) AS rk "
+    "FROM (SELECT d.k AS k, count(DISTINCT d.label) AS n FROM dim d GROUP BY d.k) AS h) AS q WHERE q.rk <= 2"
+)
 MVS = [
+    (IvmMv("mv_stage_ranked_union", None, _RANKED, _RANKED), ["fact", "dim"]),
     (IvmMv("mv_stage_tagged_union", None, _TAGGED, _TAGGED_DUCK), ["fact", "more"]),
     (IvmMv("mv_stage_rollup_ranked", None, _ROLLUP_RANKED, _ROLLUP_RANKED), ["fact"]),
     (IvmMv("mv_stage_over_stage_joined", None, _OVER_STAGE, _OVER_STAGE_DUCK), ["fact", "dim"]),

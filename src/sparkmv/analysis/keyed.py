@@ -144,7 +144,7 @@ def keyed_plan(query: exp.Query, inner: bool = False) -> KeyedPlan | str:
     if isinstance(select, exp.Intersect | exp.Except):
         return _set_operation_plan(select)
     if isinstance(select, exp.Select) and windowed_select(select) is not None:
-        return _window_plan(select)
+        return _window_plan(select, inner)
     is_global = inner and isinstance(select, exp.Select) and _is_global_aggregate(select)
     if not isinstance(select, exp.Select) or not (is_keyed_shape(select) or is_global):
         return not_maintainable(select, "affected-key recomputation needs GROUP BY or DISTINCT")
@@ -184,13 +184,7 @@ def keyed_plan(query: exp.Query, inner: bool = False) -> KeyedPlan | str:
             relation.where(conjunct.copy(), copy=False, append=True)
     key_items = [(items[i], names[i]) for i in sorted(positions)] + list(zip(hidden, hidden_names, strict=True))
     relation.set("expressions", [exp.alias_(item.copy(), name) for item, name in key_items])
-    plan = _finish(keys, names, relation)
-    if isinstance(plan, str) or not hidden:
-        return plan
-    augmented = select.copy()
-    appended = [exp.alias_(h.copy(), n) for h, n in zip(hidden, hidden_names, strict=True)]
-    augmented.set("expressions", [*augmented.expressions, *appended])
-    return replace(plan, names=names + hidden_names, augmented_sql=augmented.sql(DIALECT))
+    return _with_hidden(_finish(keys, names, relation), select, hidden)
 
 
 def _is_global_aggregate(select: exp.Select) -> bool:
@@ -253,32 +247,51 @@ def _star_problem(select: exp.Select) -> str | None:
     return None
 
 
-def _window_plan(select: exp.Select) -> KeyedPlan | str:
+def _window_plan(select: exp.Select, inner: bool = False) -> KeyedPlan | str:
     """The affected-key recomputation of a query with window functions
-    (:mod:`sparkmv.analysis.windows`): the partitions of the delta are recomputed."""
+    (:mod:`sparkmv.analysis.windows`): the partitions of the delta are recomputed. As an
+    inner stage (``inner``), windows without an output partition column (a ranking over the
+    whole grouped result, TPC-DS q44, q49) are recomputed whole under a constant hidden key
+    whenever their relation changes: the stages above and below are still maintained."""
     windowed = windowed_select(select)
     assert windowed is not None
     problem = windowed_problem(windowed) or (outer_problem(select) if windowed is not select else None)
-    partition = partition_columns(windowed)
-    if problem or isinstance(partition, str):
-        return problem or str(partition)
+    if problem:
+        return problem
     names = tuple(output_name(item) for item in select.expressions)
     if len(set(names)) < len(names):
         return not_maintainable(select, "output column names must be distinct")
-    found = window_key_names(windowed, select, partition)
-    if isinstance(found, str):
+    partition = partition_columns(windowed)
+    found = window_key_names(windowed, select, partition) if not isinstance(partition, str) else partition
+    whole = isinstance(found, str) and inner
+    if isinstance(found, str) and not whole:
         return found
-    partition = [expr for expr, _ in found]
-    key_names = [name for _, name in found]
     problem = _star_problem(windowed) or _star_problem(select) or _relation_problem(windowed, outer_allowed=True)
     if problem:
         return problem
     relation = windowed.copy()
     for arg in ("qualify", "group", "having"):  # a touched partition's groups are recomputed whole
         relation.set(arg, None)
-    relation.set("expressions", [exp.alias_(p.copy(), n) for p, n in zip(partition, key_names, strict=True)])
-    keys = tuple(n for n in names if n in key_names)
-    return _finish(keys, names, relation)
+    if whole:
+        relation.set("expressions", [exp.alias_(exp.Literal.number(0), f"{HIDDEN_KEY}0")])
+        plan = _finish((f"{HIDDEN_KEY}0",), names, relation)
+        return _with_hidden(plan, select, [exp.Literal.number(0)])
+    assert not isinstance(found, str)
+    key_names = [name for _, name in found]
+    relation.set("expressions", [exp.alias_(p.copy(), n) for p, n in found])
+    return _finish(tuple(n for n in names if n in key_names), names, relation)
+
+
+def _with_hidden(plan: KeyedPlan | str, select: exp.Select, hidden: list[exp.Expr]) -> KeyedPlan | str:
+    """``plan`` with the hidden key columns ``hidden`` appended to ``select``'s list: the
+    query whose rows the table stores (:attr:`KeyedPlan.augmented_sql`)."""
+    if isinstance(plan, str) or not hidden:
+        return plan
+    hidden_names = tuple(f"{HIDDEN_KEY}{i}" for i in range(len(hidden)))
+    augmented = select.copy()
+    appended = [exp.alias_(h.copy(), n) for h, n in zip(hidden, hidden_names, strict=True)]
+    augmented.set("expressions", [*augmented.expressions, *appended])
+    return replace(plan, names=plan.names + hidden_names, augmented_sql=augmented.sql(DIALECT))
 
 
 def _set_operation_plan(query: exp.SetOperation) -> KeyedPlan | str:

@@ -67,10 +67,11 @@ from sqlglot import exp
 
 from sparkmv.analysis.constructs import is_aggregate, output_name
 from sparkmv.analysis.ivm import IvmAnalysis, Stage
-from sparkmv.analysis.keyed import inline_ctes
+from sparkmv.analysis.keyed import _set_leaves, inline_ctes
 from sparkmv.analysis.query import DIALECT, parse_query, table_name
 from sparkmv.analysis.subqueries import conjunct_of, in_keyed, predicates, subquery_body
 from sparkmv.analysis.unions import union_branches
+from sparkmv.analysis.windows import windows
 from sparkmv.errors import SparkMvError
 
 STAGE_PREFIX = "__smv_stage_"
@@ -115,23 +116,13 @@ def split_stages(
     if isinstance(inlined, exp.Union) and _branch_stages(inlined):  # a UNION ALL of aggregates
         _stage_branches(inlined, stage_of)
         return inlined, list(stages.values())
+    if isinstance(inlined, exp.SetOperation):  # the derived tables of each branch
+        for leaf in _set_leaves(inlined):
+            _stage_derived(leaf, stage_of)
+        return inlined, list(stages.values())
     if isinstance(inlined, str) or not isinstance(inlined, exp.Select):
         return query.copy(), []
-
-    _prune_union_branches(inlined)
-    named: dict[str, list[str]] = {}
-    for derived in _nonlinear_derived(inlined):
-        if isinstance(derived.this, exp.Union):
-            _stage_branches(derived.this, stage_of)
-            continue
-        alias = derived.alias or stage_of(derived.this)
-        first = derived.this
-        while isinstance(first, exp.SetOperation | exp.Subquery):
-            first = first.this
-        if isinstance(first, exp.Select):
-            named[alias.lower()] = [output_name(i) for i in first.expressions]
-        derived.replace(exp.alias_(exp.to_table(stage_of(derived.this)), alias, table=True))
-    _expand_stage_stars(inlined, named)
+    _stage_derived(inlined, stage_of)
     for predicate in predicates(inlined):
         if isinstance(predicate, exp.In) and _nested(predicate):
             body = subquery_body(predicate)
@@ -167,6 +158,26 @@ def _nonlinear_derived(select: exp.Select) -> list[exp.Subquery]:
                 continue
         stack.extend(reversed(list(node.iter_expressions())))
     return found
+
+
+def _stage_derived(select: exp.Select, stage_of: Callable[[exp.Query], str]) -> None:
+    """Replace (in place) the nonlinear derived tables of ``select`` by their stages (a
+    ``UNION ALL`` of aggregates branch by branch), after pruning union branches its filters
+    reject, and expand its stars over stages."""
+    _prune_union_branches(select)
+    named: dict[str, list[str]] = {}
+    for derived in _nonlinear_derived(select):
+        if isinstance(derived.this, exp.Union):
+            _stage_branches(derived.this, stage_of)
+            continue
+        alias = derived.alias or stage_of(derived.this)
+        first = derived.this
+        while isinstance(first, exp.SetOperation | exp.Subquery):
+            first = first.this
+        if isinstance(first, exp.Select):
+            named[alias.lower()] = [output_name(i) for i in first.expressions]
+        derived.replace(exp.alias_(exp.to_table(stage_of(derived.this)), alias, table=True))
+    _expand_stage_stars(select, named)
 
 
 def _prune_union_branches(select: exp.Select) -> None:
@@ -283,7 +294,8 @@ UNION ALL SELECT __smv_stage_2.__smv_c0 AS k, __smv_stage_2.__smv_c1 AS s FROM _
 
 def _nonlinear(select: exp.Select) -> bool:
     return (
-        select.args.get("group") is not None
+        bool(windows(select))
+        or select.args.get("group") is not None
         or select.args.get("distinct") is not None
         or any(is_aggregate(n) and n.find_ancestor(exp.Select) is select for e in select.expressions for n in e.dfs())
     )
