@@ -45,7 +45,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_tpch_refresh import _arrow, _auto_right, _check, _short, _technique, forget_generated_code  # noqa: E402
+from bench_tpch_refresh import (  # noqa: E402
+    _arrow,
+    _auto_right,
+    _check,
+    _short,
+    _technique,
+    forget_generated_code,
+    lake_reader,
+)
 from results import timed, write_results  # noqa: E402
 
 SECTION = "## TPC-DS's 103 queries kept fresh"
@@ -144,22 +152,11 @@ def delete(cat: Any, rnd: random.Random, original_max: dict[str, int], mode: str
 def lake_client(sf: float, data: Path, work: Path) -> tuple[Any, dict[str, int], float, Any]:
     """TPC-DS at ``sf`` in the external catalog ``lake`` and a client that reads it
     (its own SparkSession ``local[2]``): (catalog, row counts, seconds to write, client)."""
-    from sparkmv.client.client import Client
-    from sparkmv.storage.spark import get_spark
-
     uri, warehouse = f"sqlite:///{work}/lake.db", work / "lakewh"
     cat, counts, write_s = make_lake(uri, warehouse, generate(sf, data))
     # ANSI mode off, as Spark's own TPC-DS suite runs: q12's ``* 100 / sum(sum(x)) OVER (...)``
     # divides by a zero sum on small data, which ANSI mode turns into an error of the query.
-    conf = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2", "spark.sql.ansi.enabled": "false"}
-    spark = get_spark("local[2]", conf)
-    spark.sparkContext.setLogLevel("ERROR")
-    client = Client(home=work / "home", spark=spark)
-    client.execute(
-        'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
-        f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
-    )
-    return cat, counts, write_s, client
+    return cat, counts, write_s, lake_reader(work, uri, warehouse, {"spark.sql.ansi.enabled": "false"})
 
 
 def create(client: Any, mv: str, query: str) -> dict[str, Any]:

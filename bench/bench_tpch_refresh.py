@@ -310,22 +310,29 @@ def lake_client(sf: float, data: Path, work: Path) -> tuple[Any, dict[str, int],
     """TPC-H at ``sf`` in the external catalog ``lake`` under ``work`` and a client (its own
     SparkSession ``local[2]``) that reads it: (the pyiceberg catalog, row counts, seconds to
     write the lake, the client)."""
-    from sparkmv.client.client import Client
     from sparkmv.demo.data import generate_tables
     from sparkmv.demo.tpch_queries import TPCH_TABLES
-    from sparkmv.storage.spark import get_spark
 
     raw = generate_tables(data / f"sf{sf:g}" / "tables", sf, TPCH_TABLES)
     uri, warehouse = f"sqlite:///{work}/lake.db", work / "lakewh"
     cat, counts, write_s = make_lake(uri, warehouse, raw)
-    spark = get_spark("local[2]", {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2"})
+    return cat, counts, write_s, lake_reader(work, uri, warehouse)
+
+
+def lake_reader(work: Path, uri: str, warehouse: Path, conf: dict[str, str] | None = None) -> Any:
+    """A client in ``work`` (its own SparkSession ``local[2]``, with ``conf`` over the
+    bench's) reading the pyiceberg SQL catalog at ``uri`` as the external catalog ``lake``."""
+    from sparkmv.client.client import Client
+    from sparkmv.storage.spark import get_spark
+
+    spark = get_spark("local[2]", {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "2", **(conf or {})})
     spark.sparkContext.setLogLevel("ERROR")
     client = Client(home=work / "home", spark=spark)
     client.execute(
         'CREATE EXTERNAL CATALOG lake PROPERTIES ("type" = "iceberg", "iceberg.catalog.type" = "sql", '
         f'"uri" = "{uri}", "warehouse" = "{warehouse.as_uri()}")'
     )
-    return cat, counts, write_s, client
+    return client
 
 
 def run(
