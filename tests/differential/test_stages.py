@@ -123,7 +123,14 @@ _RANKED = (
     "UNION SELECT 'd' AS src, q.k, q.n, q.rk FROM (SELECT h.k, h.n, dense_rank() OVER (ORDER BY h.n) AS rk "
     "FROM (SELECT d.k AS k, count(DISTINCT d.label) AS n FROM dim d GROUP BY d.k) AS h) AS q WHERE q.rk <= 2"
 )
+# Uncorrelated scalar subqueries in the select list (a share of a total; TPC-DS q9): each a
+# one-row stage cross joined.
+_SHARE = (
+    "SELECT f.id, f.k, f.v, f.v / (SELECT sum(g.v) FROM fact g WHERE g.v > 0) AS share, "
+    "(SELECT count(*) FROM dim) AS dims FROM fact f WHERE f.v IS NOT NULL"
+)
 MVS = [
+    (IvmMv("mv_stage_share", None, _SHARE, _SHARE), ["fact", "dim"]),
     (IvmMv("mv_stage_ranked_union", None, _RANKED, _RANKED), ["fact", "dim"]),
     (IvmMv("mv_stage_tagged_union", None, _TAGGED, _TAGGED_DUCK), ["fact", "more"]),
     (IvmMv("mv_stage_rollup_ranked", None, _ROLLUP_RANKED, _ROLLUP_RANKED), ["fact"]),

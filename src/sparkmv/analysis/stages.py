@@ -123,6 +123,7 @@ def split_stages(
     if isinstance(inlined, str) or not isinstance(inlined, exp.Select):
         return query.copy(), []
     _stage_derived(inlined, stage_of)
+    _stage_scalar_items(inlined, stage_of, known)
     for predicate in predicates(inlined):
         if isinstance(predicate, exp.In) and _nested(predicate):
             body = subquery_body(predicate)
@@ -178,6 +179,47 @@ def _stage_derived(select: exp.Select, stage_of: Callable[[exp.Query], str]) -> 
             named[alias.lower()] = [output_name(i) for i in first.expressions]
         derived.replace(exp.alias_(exp.to_table(stage_of(derived.this)), alias, table=True))
     _expand_stage_stars(select, named)
+
+
+def _stage_scalar_items(select: exp.Select, stage_of: Callable[[exp.Query], str], known: Known | None) -> None:
+    """Replace (in place) each uncorrelated scalar subquery of ``select``'s select list
+    that aggregates without GROUP BY (one row: TPC-DS q9's ``(SELECT count(*) FROM
+    store_sales WHERE ...)``, a share of a total's ``x / (SELECT sum(x) FROM t)``) by the
+    column ``__smv_v`` of its one-row stage, cross joined to ``select``. Uncorrelated means
+    every column of the subquery is one of its own base tables' (``known``); without the
+    schemas nothing is replaced. A stage of one row cross joined keeps every row's count."""
+    if not known or select.args.get("group") is not None or select.args.get("distinct") is not None:
+        return
+    for item in select.expressions:
+        for sub in list(item.find_all(exp.Subquery)):
+            body = sub.this
+            if not isinstance(body, exp.Select) or len(body.expressions) != 1 or sub.find_ancestor(exp.Subquery):
+                continue
+            if body.args.get("group") or body.args.get("distinct") or not _has_own_aggregate(body) or predicates(body):
+                continue
+            if not _uncorrelated(body, known):
+                continue
+            stage = body.copy()
+            stage.set("expressions", [exp.alias_(body.expressions[0].unalias().copy(), STAGE_VALUE)])
+            name = stage_of(stage)
+            sub.replace(exp.column(STAGE_VALUE, table=name))
+            if not any(isinstance(j.this, exp.Table) and j.this.name == name for j in select.args.get("joins") or []):
+                if select.args.get("from_") is None:
+                    select.set("from_", exp.From(this=exp.to_table(name)))
+                else:
+                    select.join(exp.to_table(name), join_type="CROSS", copy=False)
+
+
+def _uncorrelated(body: exp.Select, known: Known) -> bool:
+    """True when every column of ``body`` is one of its own base tables' (by ``known``)."""
+    own, aliases = _source_columns(body, known), {t.alias_or_name.lower() for t in _sources(body)}
+    if own is None:
+        return False
+    return all(c.table.lower() in aliases if c.table else c.name.lower() in own for c in body.find_all(exp.Column))
+
+
+def _has_own_aggregate(select: exp.Select) -> bool:
+    return any(is_aggregate(n) and n.find_ancestor(exp.Select) is select for e in select.expressions for n in e.dfs())
 
 
 def _prune_union_branches(select: exp.Select) -> None:
