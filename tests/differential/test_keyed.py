@@ -110,7 +110,22 @@ _INTERSECT = (
     "INTERSECT SELECT DISTINCT d.k, d.label FROM dim d) AS x"
 )
 _EXCEPT_ALL = "SELECT f.k, f.s FROM fact f WHERE f.v IS NOT NULL EXCEPT ALL SELECT m.k, m.s FROM more m"
+# A ranking stage over an unaliased grouped derived table (TPC-DS q49), and a star over a
+# one-row stage in a scalar subquery of HAVING (q23b).
+_RANK_UNALIASED = (
+    "SELECT r.k, r.rk FROM (SELECT k, n, dense_rank() OVER (ORDER BY n) AS rk FROM "
+    "(SELECT f.k AS k, count(*) AS n FROM fact f GROUP BY f.k)) AS r WHERE r.rk <= 2"
+)
+_STAR_SCALAR = (
+    "WITH m AS (SELECT max(g.v) AS mx FROM fact g) SELECT f.k, count(*) AS n FROM fact f GROUP BY f.k "
+    "HAVING max(f.v) > 0.5 * (SELECT * FROM m)"
+)
+_STAR_SCALAR_DUCK = (
+    "SELECT f.k, count(*) AS n FROM fact f GROUP BY f.k "
+    "HAVING max(f.v) > 0.5 * (SELECT * FROM (SELECT max(g.v) AS mx FROM fact g) AS m)"
+)
 # The delta rules above its stages (their reason names the stages, not the technique).
+FORMULA_MVS.append((IvmMv("mv_keyed_rank_unaliased", None, _RANK_UNALIASED, _RANK_UNALIASED), ["fact"]))
 FORMULA_MVS.append((IvmMv("mv_keyed_global_stages", None, _GLOBAL_STAGES, _GLOBAL_STAGES), ["fact", "dim"]))
 FORMULA_MVS.append((IvmMv("mv_keyed_intersect", None, _INTERSECT, _INTERSECT), ["fact", "dim"]))
 MVS = [
@@ -121,6 +136,7 @@ MVS = [
     (IvmMv("mv_keyed_not_in", None, _NOT_IN, _NOT_IN), ["fact", "dim"]),
     (IvmMv("mv_keyed_hidden", None, _HIDDEN_KEYS, _HIDDEN_KEYS), ["fact"]),
     (IvmMv("mv_keyed_except_all", None, _EXCEPT_ALL, _EXCEPT_ALL), ["fact", "more"]),
+    (IvmMv("mv_keyed_star_scalar", None, _STAR_SCALAR, _STAR_SCALAR_DUCK), ["fact"]),
 ]
 
 

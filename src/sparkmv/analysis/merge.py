@@ -88,6 +88,8 @@ def _prepare(outer: exp.Select) -> None:
         inner = _sources(body)
         if not all(isinstance(i, exp.Table | exp.Subquery) for i in inner):
             continue
+        if not all(each.alias_or_name for each in inner):
+            continue  # an unaliased derived table: nothing to qualify or rename by
         for each in inner:
             name = each.alias_or_name.lower()
             if name in taken:

@@ -57,7 +57,7 @@ def qualify_unqualified(query: exp.Query, columns: Mapping[str, Collection[str]]
         for column in scope.unqualified_columns:
             sources = {alias: source for alias, (_, source) in scope.selected_sources.items()}
             owners = [alias for alias, source in sources.items() if column.name.lower() in _names(source, known)]
-            if len(owners) == 1:
+            if len(owners) == 1 and owners[0]:  # an unaliased derived table has no name to qualify by
                 column.set("table", exp.to_identifier(owners[0]))
     return copy
 

@@ -166,7 +166,7 @@ def _stage_derived(select: exp.Select, stage_of: Callable[[exp.Query], str]) -> 
     ``UNION ALL`` of aggregates branch by branch), after pruning union branches its filters
     reject, and expand its stars over stages."""
     _prune_union_branches(select)
-    named: dict[str, list[str]] = {}
+    readers: list[tuple[exp.Select, dict[str, list[str]]]] = []
     for derived in _nonlinear_derived(select):
         if isinstance(derived.this, exp.Union):
             _stage_branches(derived.this, stage_of)
@@ -175,10 +175,16 @@ def _stage_derived(select: exp.Select, stage_of: Callable[[exp.Query], str]) -> 
         first = derived.this
         while isinstance(first, exp.SetOperation | exp.Subquery):
             first = first.this
-        if isinstance(first, exp.Select):
+        reader = derived.parent_select
+        if isinstance(first, exp.Select) and isinstance(reader, exp.Select):
+            named = next((n for r, n in readers if r is reader), None)
+            if named is None:
+                named = {}
+                readers.append((reader, named))
             named[alias.lower()] = [output_name(i) for i in first.expressions]
         derived.replace(exp.alias_(exp.to_table(stage_of(derived.this)), alias, table=True))
-    _expand_stage_stars(select, named)
+    for reader, named in readers:  # a stage read by a subquery's SELECT too (TPC-DS q23b)
+        _expand_stage_stars(reader, named)
 
 
 def _stage_scalar_items(select: exp.Select, stage_of: Callable[[exp.Query], str], known: Known | None) -> None:
