@@ -166,7 +166,7 @@ class RunLifecycle:
                 self._abort(job, ctx, RunState.CANCELLED, "cancelled")
             else:
                 msg = str(exc) if isinstance(exc, SparkMvError) else spark_error_text(exc)
-                log.info("run %s failed: %s", run_id, msg)
+                log.info("run %s failed: %s", run_id, msg, exc_info=not isinstance(exc, SparkMvError))
                 self._abort(job, ctx, RunState.FAILED, msg)
             return self._result(run_id)
         finally:
