@@ -252,7 +252,7 @@ def _prune_union_branches(select: exp.Select) -> None:
                 column, literal = literal, column
             if isinstance(column, exp.Column) and column.table and isinstance(literal, exp.Literal):
                 wanted[(column.table.lower(), column.name.lower())] = literal
-    for source in _own_sources(select):
+    for source in _sources(select):
         if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Union) or not source.alias:
             continue
         branches = union_branches(source.this)
@@ -265,11 +265,6 @@ def _prune_union_branches(select: exp.Select) -> None:
             for branch in kept[1:]:
                 union = exp.union(union, branch.copy(), distinct=False)
             source.set("this", union)
-
-
-def _own_sources(select: exp.Select) -> list[exp.Expr]:
-    from_ = select.args.get("from_")
-    return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
 
 
 def _rejected(branch: exp.Select, names: list[str], alias: str, wanted: dict[tuple[str, str], exp.Literal]) -> bool:
@@ -287,9 +282,7 @@ def _expand_stage_stars(select: exp.Select, named: dict[str, list[str]]) -> None
     """Replace ``*`` / ``alias.*`` select items of ``select`` that read only stages by the
     stages' columns (in place; ``named``: stage alias -> its output names): a stage's
     frames carry columns of their own (a delta's sign) that a star would select."""
-    from_ = select.args.get("from_")
-    sources = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
-    aliases = [s.alias_or_name.lower() for s in sources]
+    aliases = [s.alias_or_name.lower() for s in _sources(select)]
     items: list[exp.Expr] = []
     for item in select.expressions:
         if isinstance(item, exp.Star) and aliases and all(a in named for a in aliases):
@@ -564,8 +557,9 @@ def _drop_conjunct(select: exp.Select, conjunct: exp.Expr) -> None:
 
 
 def _sources(body: exp.Select) -> list[exp.Expr]:
-    from_ = body.args["from_"]
-    return [from_.this, *[j.this for j in body.args.get("joins") or []]]
+    """The FROM and JOIN sources of ``body`` (none without a FROM)."""
+    from_ = body.args.get("from_")
+    return ([from_.this] if from_ is not None else []) + [j.this for j in body.args.get("joins") or []]
 
 
 def _null_on_empty(expr: exp.Expr) -> bool:
