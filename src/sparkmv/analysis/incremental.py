@@ -20,7 +20,9 @@ User-defined functions are told apart from Spark built-ins by ``spark_functions.
 (True, ('__smv_count', '__smv_nn_1'))
 >>> a.augmented_sql
 'SELECT k, SUM(x) AS s, COUNT(*) AS __smv_count, COUNT(x) AS __smv_nn_1 FROM f GROUP BY k'
->>> analyze_incremental(parse_query("SELECT count(DISTINCT p) FROM f")).reason
+>>> analyze_incremental(parse_query("SELECT count(DISTINCT p) FROM f")).stages[0].analysis.technique
+'affected-key recomputation'
+>>> analyze_incremental(parse_query("SELECT count(DISTINCT p), count(DISTINCT q) FROM f")).reason
 'count(DISTINCT p) is not incrementally maintainable: a DISTINCT aggregate needs every earlier value'
 """
 
@@ -48,10 +50,12 @@ from sparkmv.analysis.constructs import (
     unparen,
 )
 from sparkmv.analysis.correlated import correlated_analysis
+from sparkmv.analysis.distinct_aggregates import has_distinct_aggregate, split_distinct_aggregates
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.grouping_sets import expand_grouping_sets, has_grouping_sets
 from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn
 from sparkmv.analysis.keyed import HIDDEN_KEY, TECHNIQUE, inline_ctes, is_keyed_shape, keyed_plan
+from sparkmv.analysis.null_rejection import simplify_outer_joins
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
 from sparkmv.analysis.unions import distinct_union
 from sparkmv.errors import AnalysisError
@@ -79,18 +83,29 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
     if has_grouping_sets(query):  # the UNION ALL of one GROUP BY per set
         expanded = _resolved_analysis(expand_grouping_sets(query), columns)
         return expanded if expanded.reason is None else _resolved_analysis(query, columns)
-    return _resolved_analysis(query, columns)
+    analysis = _resolved_analysis(query, columns)
+    if analysis.reason is not None and has_distinct_aggregate(query):  # the aggregate over a DISTINCT stage
+        split = split_distinct_aggregates(query)
+        again = _resolved_analysis(split, columns) if split is not None else analysis
+        return again if again.reason is None else analysis
+    return analysis
 
 
 def _resolved_analysis(query: exp.Query, columns: Mapping[str, Collection[str]] | None) -> IvmAnalysis:
-    """:func:`analyze_incremental` of ``query`` as written, or resolved by ``columns``."""
-    analysis = _analyze(query, columns)
-    if (analysis.reason is None and analysis.keyed is None) or not columns:
+    """:func:`analyze_incremental` of ``query`` as written, or resolved by ``columns``; outer
+    joins a WHERE condition makes inner are analyzed inner (:mod:`sparkmv.analysis.null_rejection`)."""
+    analysis = _analyze(simplify_outer_joins(query), columns)
+    if not columns:
         return analysis
     from sparkmv.analysis.qualify import qualify_unqualified
 
-    qualified = qualify_unqualified(query, columns)
-    if qualified == query:
+    resolved = qualify_unqualified(query, columns)
+    qualified = simplify_outer_joins(resolved)
+    if qualified is not resolved:  # an outer join made inner once its columns are resolved
+        inner = _analyze(qualified)
+        if inner.reason is None and inner.keyed is None and inner.correlated is None:
+            return inner
+    if (analysis.reason is None and analysis.keyed is None) or qualified == query:
         return analysis
     again = _analyze(qualified)
     if analysis.reason is None:  # keyed as written: the delta rules of the resolved form are cheaper
