@@ -77,7 +77,22 @@ _DISTINCT_JOINED = (
     "SELECT count(DISTINCT f.p) + 1 AS np, coalesce(sum(f.v), 0) AS sv, count(*) AS n, min(d.label) AS ml "
     "FROM fact f JOIN dim d ON f.k = d.k"
 )
+# TPC-DS q97's shape: a global aggregate over a FULL join, the join's rows an inner stage
+# grouped with their multiplicity.
+_FULL_TOTALS = (
+    "SELECT sum(CASE WHEN f.k IS NULL THEN 1 ELSE 0 END) AS only_d, sum(CASE WHEN d.k IS NULL THEN 1 ELSE 0 END) "
+    "AS only_f, count(*) AS n, count(d.label) AS nl, max(f.v) AS mv, sum(f.v) AS sv FROM fact f FULL OUTER JOIN dim d "
+    "ON f.k = d.k"
+)
+# TPC-DS q5 / q51's shape: an outer join inside a union branch of a derived table, a stage
+# keyed by every column.
+_OUTER_BRANCH = (
+    "SELECT t.label, sum(t.v) AS sv, count(*) AS n FROM (SELECT d.label, f.v FROM fact f LEFT JOIN dim d "
+    "ON f.k = d.k UNION ALL SELECT m.p AS label, m.v FROM more m WHERE m.v > 0) AS t GROUP BY t.label"
+)
 MVS = [
+    (IvmMv("mv_outer_full_totals", None, _FULL_TOTALS, _FULL_TOTALS), ["fact", "dim"]),
+    (IvmMv("mv_outer_branch", None, _OUTER_BRANCH, _OUTER_BRANCH), ["fact", "dim", "more"]),
     (IvmMv("mv_outer_null_rejected", None, _NULL_REJECTED, _NULL_REJECTED), ["fact", "dim", "more"]),
     (IvmMv("mv_distinct_total", None, _DISTINCT_TOTAL, _DISTINCT_TOTAL), ["fact", "more"]),
     (IvmMv("mv_distinct_joined", None, _DISTINCT_JOINED, _DISTINCT_JOINED), ["fact", "dim"]),
@@ -118,6 +133,10 @@ def test_outer_join_and_window_mvs_follow_appends_deletes_and_updates(make_clien
 
     text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_outer_null_rejected").message or ""
     assert "maintenance plan: delta rules" in text and "LEFT" not in text.split("maintenance plan")[1], text
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_outer_full_totals").message or ""
+    assert "COUNT(*) AS __smv_weight FROM fact AS f FULL OUTER JOIN dim AS d ON f.k = d.k GROUP BY" in text, text
+    text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_outer_branch").message or ""
+    assert "FROM fact AS f LEFT JOIN dim AS d ON f.k = d.k" in text and "inner stage" in text, text
     text = client.execute("EXPLAIN REFRESH MATERIALIZED VIEW mv_distinct_total").message or ""
     stage = "SELECT f.k AS __smv_d, SUM(f.v) AS __smv_a1, COUNT(f.amt) AS __smv_a2, MAX(f.x) AS __smv_a3 FROM fact AS f"
     assert stage in text, text

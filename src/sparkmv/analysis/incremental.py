@@ -50,13 +50,14 @@ from sparkmv.analysis.constructs import (
     unparen,
 )
 from sparkmv.analysis.correlated import correlated_analysis
-from sparkmv.analysis.distinct_aggregates import has_distinct_aggregate, split_distinct_aggregates
+from sparkmv.analysis.distinct_aggregates import split_distinct_aggregates
 from sparkmv.analysis.formulas import formula_of, formula_state_calls
 from sparkmv.analysis.grouping_sets import expand_grouping_sets, has_grouping_sets
 from sparkmv.analysis.ivm import IvmAnalysis, OutputColumn
 from sparkmv.analysis.keyed import HIDDEN_KEY, TECHNIQUE, inline_ctes, is_keyed_shape, keyed_plan
 from sparkmv.analysis.null_rejection import simplify_outer_joins
 from sparkmv.analysis.query import DIALECT, parse_query, referenced_tables, table_name, table_occurrences
+from sparkmv.analysis.relation_stage import split_outer_relation
 from sparkmv.analysis.unions import distinct_union
 from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName, is_hidden_column
@@ -84,10 +85,14 @@ def analyze_incremental(query: exp.Query, columns: Mapping[str, Collection[str]]
         expanded = _resolved_analysis(expand_grouping_sets(query), columns)
         return expanded if expanded.reason is None else _resolved_analysis(query, columns)
     analysis = _resolved_analysis(query, columns)
-    if analysis.reason is not None and has_distinct_aggregate(query):  # the aggregate over a DISTINCT stage
-        split = split_distinct_aggregates(query)
-        again = _resolved_analysis(split, columns) if split is not None else analysis
-        return again if again.reason is None else analysis
+    if analysis.reason is None:
+        return analysis
+    # The aggregate over a stage: grouped by its DISTINCT argument, or its outer join's rows.
+    for split in (split_distinct_aggregates, split_outer_relation):
+        rewritten = split(query)
+        again = _resolved_analysis(rewritten, columns) if rewritten is not None else analysis
+        if again.reason is None:
+            return again
     return analysis
 
 

@@ -68,6 +68,7 @@ from sqlglot import exp
 from sparkmv.analysis.constructs import is_aggregate, output_name
 from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.keyed import _set_leaves, inline_ctes
+from sparkmv.analysis.outer import OUTER_SIDES
 from sparkmv.analysis.query import DIALECT, parse_query, table_name
 from sparkmv.analysis.subqueries import conjunct_of, in_keyed, predicates, subquery_body
 from sparkmv.analysis.unions import union_branches
@@ -334,8 +335,11 @@ UNION ALL SELECT __smv_stage_2.__smv_c0 AS k, __smv_stage_2.__smv_c1 AS s FROM _
 
 
 def _nonlinear(select: exp.Select) -> bool:
+    """A SELECT the delta rules do not maintain in its reader: windows, grouping, DISTINCT,
+    aggregates, or an outer join (a stage keyed by every column, as INTERSECT / EXCEPT)."""
     return (
         bool(windows(select))
+        or any((j.side or "").upper() in OUTER_SIDES for j in select.args.get("joins") or [])
         or select.args.get("group") is not None
         or select.args.get("distinct") is not None
         or any(is_aggregate(n) and n.find_ancestor(exp.Select) is select for e in select.expressions for n in e.dfs())
