@@ -11,8 +11,10 @@ and over the old input, -1, netted), so the stage above runs its own technique u
 each input's delta). This is DBSP's chain rule for nested incremental operators (Budiu et
 al., VLDB 2023) and the "stages" of Snowflake's dynamic tables. Three kinds of stage:
 
-- a derived table (or CTE, inlined) in a FROM or JOIN with GROUP BY, DISTINCT or an
-  aggregate (TPC-H Q13's ``c_orders``, Q15's ``revenue0``);
+- a derived table (or CTE, inlined) in a FROM or JOIN with GROUP BY, DISTINCT, an
+  aggregate or a window (TPC-H Q13's ``c_orders``, Q15's ``revenue0``), or with an outer
+  join (TPC-DS q5, q51), then a stage keyed by every column, as INTERSECT / EXCEPT, and a
+  ``UNION ALL`` branch of such a SELECT (TPC-DS q4's ``year_total``);
 - the body of an ``IN`` subquery that itself holds subquery predicates (TPC-H Q20): the
   predicate reads ``SELECT <column> FROM <stage>``;
 - a decorrelated scalar subquery: the WHERE conjunct
@@ -20,7 +22,8 @@ al., VLDB 2023) and the "stages" of Snowflake's dynamic tables. Three kinds of s
   ``agg`` is NULL on no rows (arithmetic over SUM / AVG / MIN / MAX, not COUNT) becomes the
   inner join of the stage ``SELECT inner.c AS __smv_k0, agg AS __smv_v FROM ... WHERE
   <local filters> GROUP BY inner.c`` on ``__smv_k0 = outer.c AND x <op> __smv_v`` (TPC-H
-  Q17): exact, as a NULL comparison drops the row either way. When ``agg`` is arithmetic
+  Q17): exact, as a NULL comparison drops the row either way (this kind and the next are
+  :mod:`sparkmv.analysis.stage_subqueries`). When ``agg`` is arithmetic
   over aggregate calls (Q17's ``0.2 * avg(l_quantity)``), the stage selects the calls
   (``__smv_v0``, ``__smv_v1``, ...) and the comparison applies the arithmetic to them: the
   same expression over the same values, and a stage of plain aggregates is one the delta
@@ -60,7 +63,7 @@ WHERE t.k = u.k AND t.q < (0.5 * __smv_stage_1.__smv_v0)
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 
 from sqlglot import exp
@@ -70,26 +73,22 @@ from sparkmv.analysis.ivm import IvmAnalysis, Stage
 from sparkmv.analysis.keyed import _set_leaves, inline_ctes
 from sparkmv.analysis.outer import OUTER_SIDES
 from sparkmv.analysis.query import DIALECT, parse_query, table_name
-from sparkmv.analysis.subqueries import conjunct_of, in_keyed, predicates, subquery_body
+from sparkmv.analysis.stage_subqueries import (
+    STAGE_VALUE,
+    Known,
+    decorrelate,
+    select_sources,
+    semijoin,
+    source_columns,
+)
+from sparkmv.analysis.subqueries import predicates, subquery_body
 from sparkmv.analysis.unions import union_branches
 from sparkmv.analysis.windows import windows
-from sparkmv.errors import SparkMvError
 
 STAGE_PREFIX = "__smv_stage_"
 """Prefix of the table name of an inner stage's virtual input."""
-STAGE_KEY = "__smv_k"
-STAGE_VALUE = "__smv_v"
 STAGE_COLUMN = "__smv_c"
 """Prefix of the columns of a ``UNION ALL`` branch's stage (by position)."""
-
-_NULL_ON_EMPTY = (exp.Sum, exp.Avg, exp.Min, exp.Max)
-_ARITHMETIC = (exp.Add, exp.Sub, exp.Mul, exp.Div, exp.Neg, exp.Paren, exp.Literal, exp.Cast)
-_COMPARISONS = (exp.LT, exp.LTE, exp.GT, exp.GTE, exp.EQ, exp.NEQ)
-
-
-Known = Mapping[str, Collection[str]]
-"""The base tables' column names (qualified table name -> names), which tell a correlated
-subquery's columns from the outer query's."""
 
 
 def split_stages(
@@ -134,8 +133,8 @@ def split_stages(
             predicate.set("query", exp.Subquery(this=exp.select(column).from_(name)))
     if not stages:
         for predicate in predicates(inlined):
-            _decorrelate(inlined, predicate, stage_of, known)
-            _semijoin(inlined, predicate, stage_of, known)
+            decorrelate(inlined, predicate, stage_of, known)
+            semijoin(inlined, predicate, stage_of, known)
     return inlined, list(stages.values())
 
 
@@ -219,7 +218,7 @@ def _stage_scalar_items(select: exp.Select, stage_of: Callable[[exp.Query], str]
 
 def _uncorrelated(body: exp.Select, known: Known) -> bool:
     """True when every column of ``body`` is one of its own base tables' (by ``known``)."""
-    own, aliases = _source_columns(body, known), {t.alias_or_name.lower() for t in _sources(body)}
+    own, aliases = source_columns(body, known), {t.alias_or_name.lower() for t in select_sources(body)}
     if own is None:
         return False
     return all(c.table.lower() in aliases if c.table else c.name.lower() in own for c in body.find_all(exp.Column))
@@ -253,7 +252,7 @@ def _prune_union_branches(select: exp.Select) -> None:
                 column, literal = literal, column
             if isinstance(column, exp.Column) and column.table and isinstance(literal, exp.Literal):
                 wanted[(column.table.lower(), column.name.lower())] = literal
-    for source in _sources(select):
+    for source in select_sources(select):
         if not isinstance(source, exp.Subquery) or not isinstance(source.this, exp.Union) or not source.alias:
             continue
         branches = union_branches(source.this)
@@ -283,7 +282,7 @@ def _expand_stage_stars(select: exp.Select, named: dict[str, list[str]]) -> None
     """Replace ``*`` / ``alias.*`` select items of ``select`` that read only stages by the
     stages' columns (in place; ``named``: stage alias -> its output names): a stage's
     frames carry columns of their own (a delta's sign) that a star would select."""
-    aliases = [s.alias_or_name.lower() for s in _sources(select)]
+    aliases = [s.alias_or_name.lower() for s in select_sources(select)]
     items: list[exp.Expr] = []
     for item in select.expressions:
         if isinstance(item, exp.Star) and aliases and all(a in named for a in aliases):
@@ -353,255 +352,6 @@ def _nested(predicate: exp.In) -> bool:
     if not isinstance(body, exp.Select) or len(body.expressions) != 1:
         return False
     return isinstance(body.expressions[0], exp.Column | exp.Alias) and bool(predicates(body))
-
-
-def _decorrelate(
-    select: exp.Select, predicate: exp.Expr, stage_of: Callable[[exp.Query], str], known: Known | None
-) -> None:
-    """Replace the WHERE conjunct ``x <op> (<correlated scalar subquery>)`` by an inner
-    join with the subquery's decorrelated stage (module docstring); leave it when it does
-    not have that shape."""
-    comparison = conjunct_of(predicate)
-    if not isinstance(predicate, exp.Subquery) or not isinstance(comparison, _COMPARISONS):
-        return
-    if predicate.parent is not comparison or conjunct_of(comparison) is None:
-        return
-    body = predicate.this
-    shape = _correlated_shape(body, known) if isinstance(body, exp.Select) else None
-    if shape is None:
-        return
-    inner, outer, local = shape
-    stage = _stage_body(body, inner, local)
-    value = body.expressions[0].unalias().copy()
-    calls = [n for n in value.dfs() if isinstance(n, _NULL_ON_EMPTY) and n.find_ancestor(*_NULL_ON_EMPTY) is None]
-    if isinstance(value, _NULL_ON_EMPTY):
-        calls = []
-    for j, call in enumerate(calls):  # arithmetic over calls: the calls are the stage's values
-        stage.select(exp.alias_(call.copy(), f"{STAGE_VALUE}{j}"), copy=False)
-    if not calls:
-        stage.select(exp.alias_(value, STAGE_VALUE), copy=False)
-    stage.group_by(*[c.copy() for c in inner], copy=False)
-    name = stage_of(stage)
-    for j, call in enumerate(calls):
-        call.replace(exp.column(f"{STAGE_VALUE}{j}", table=name))
-    predicate.replace(exp.paren(value, copy=False) if calls else exp.column(STAGE_VALUE, table=name))
-    _join_stage(select, name, outer)
-
-
-def _stage_body(body: exp.Select, keys: Sequence[exp.Expr], local: Sequence[exp.Expr]) -> exp.Select:
-    """A stage's SELECT: ``keys`` as ``__smv_k<i>`` over ``body``'s FROM and JOINs, filtered
-    by its ``local`` conjuncts (copies)."""
-    stage = exp.select(*[exp.alias_(c.copy(), f"{STAGE_KEY}{i}") for i, c in enumerate(keys)])
-    stage.set("from_", body.args["from_"].copy())
-    stage.set("joins", [j.copy() for j in body.args.get("joins") or []] or None)
-    for condition in local:
-        stage.where(condition.copy(), copy=False, append=True)
-    return stage
-
-
-def _join_stage(select: exp.Select, name: str, outer: Sequence[exp.Expr]) -> None:
-    """Inner-join stage ``name`` to ``select`` on ``__smv_k<i> = outer[i]``."""
-    on = [exp.EQ(this=exp.column(f"{STAGE_KEY}{i}", table=name), expression=o.copy()) for i, o in enumerate(outer)]
-    select.join(exp.to_table(name), on=exp.and_(*on), copy=False)
-
-
-Shape = tuple[list[exp.Column], list[exp.Column], list[exp.Expr]]
-
-
-def _correlated_shape(body: exp.Select, known: Known | None) -> Shape | None:
-    """For a scalar subquery of one aggregate expression NULL on no rows (no GROUP BY,
-    HAVING, DISTINCT, nested subquery): its correlated columns (inner, outer, paired) and
-    its local filters; None for any other shape or when it is not correlated."""
-    if len(body.expressions) != 1 or any(body.args.get(a) for a in ("group", "having", "distinct", "qualify")):
-        return None
-    if predicates(body) or body.args.get("from_") is None or not _null_on_empty(body.expressions[0].unalias()):
-        return None
-    shape = _correlations(body, known, guess=not known)
-    return shape if shape is not None and shape[0] else None
-
-
-def _correlations(body: exp.Select, known: Known | None, guess: bool) -> Shape | None:
-    """The correlated columns of ``body``'s WHERE (inner, outer, paired: equalities of an
-    inner and an outer column) and its local filters; None when an outer column stands
-    anywhere else, or when an unqualified column's side is unknown and ``guess`` is False."""
-    names = {s.alias_or_name.lower() for s in _sources(body)}
-    inner_names = _source_columns(body, known)
-    if inner_names is not None:  # every unqualified column resolved by the schema
-        body = body.copy()
-        for column in body.find_all(exp.Column):
-            if not column.table and column.name.lower() not in inner_names:
-                column.set("table", exp.to_identifier(_OUTER))
-    where = body.args.get("where")
-    conjuncts = list(where.this.flatten()) if where is not None and isinstance(where.this, exp.And) else []
-    conjuncts = conjuncts or ([where.this] if where is not None else [])
-    if inner_names is None and not guess:
-        if any(_correlation(c, names) is not None and _unqualified(c) for c in conjuncts):
-            return None
-    inner: list[exp.Column] = []
-    outer: list[exp.Column] = []
-    local: list[exp.Expr] = []
-    for conjunct in conjuncts:
-        pair = _correlation(conjunct, names, resolved=inner_names is not None)
-        if pair is not None:
-            inner.append(pair[0])
-            outer.append(_unmarked(pair[1]))
-        elif any(c.table and c.table.lower() not in names for c in conjunct.find_all(exp.Column)):
-            return None  # an outer reference outside an equality
-        else:
-            local.append(conjunct)
-    return inner, outer, local
-
-
-_OUTER = "__smv_outer"
-"""A qualifier marking an unqualified column the schema places in the outer query
-(removed again from the outer columns returned)."""
-
-
-def _unmarked(column: exp.Column) -> exp.Column:
-    return exp.column(column.name) if column.table == _OUTER else column
-
-
-def _unqualified(conjunct: exp.Expr) -> bool:
-    return any(not c.table for c in conjunct.find_all(exp.Column))
-
-
-def _source_columns(body: exp.Select, known: Known | None) -> set[str] | None:
-    """The column names of ``body``'s FROM and JOIN tables (lower case), from ``known``;
-    None when a source is not a base table ``known`` has."""
-    if not known:
-        return None
-    lowered = {name.lower(): {c.lower() for c in cols} for name, cols in known.items()}
-    out: set[str] = set()
-    for source in _sources(body):
-        if not isinstance(source, exp.Table):
-            return None
-        try:
-            cols = lowered.get(table_name(source).qualified.lower())
-        except SparkMvError:
-            return None
-        if cols is None:
-            return None
-        out |= cols
-    return out
-
-
-def _semijoin(
-    select: exp.Select, predicate: exp.Expr, stage_of: Callable[[exp.Query], str], known: Known | None
-) -> None:
-    """Replace the WHERE conjunct ``EXISTS (<correlated SELECT>)`` or ``x IN (SELECT y ...)``
-    by an inner join with the subquery's stage of distinct keys (module docstring): the
-    correlated inner columns (and ``y``) as ``__smv_k<i>``, joined on equality with the outer
-    columns (and ``x``). Exact: a row passes the semi-join iff some subquery row matches it,
-    and a NULL ``x`` or outer column matches none either way. Left as it is for any other
-    shape (negated, under OR, in HAVING, an aggregate or GROUP BY other than by ``y``
-    alone, an uncorrelated EXISTS)."""
-    where = select.args.get("where")
-    if not isinstance(predicate, exp.Exists | exp.In) or where is None or conjunct_of(predicate) is not predicate:
-        return
-    if predicate.find_ancestor(exp.Where) is not where or predicate.find_ancestor(exp.Select) is not select:
-        return
-    body = subquery_body(predicate)
-    if not isinstance(body, exp.Select) or body.args.get("from_") is None or predicates(body):
-        return
-    if any(body.args.get(a) for a in ("limit", "offset", "order", "qualify")):
-        return
-    shape = _correlations(body, known, guess=False)
-    keys = _semijoin_keys(predicate, body, shape)
-    if shape is None or keys is None:
-        return
-    inner, outer, local = shape
-    stage = _stage_body(body, [*keys[0], *inner], local)
-    if body.args.get("group") is not None:
-        stage.set("group", body.args["group"].copy())
-        stage.set("having", body.args["having"].copy() if body.args.get("having") else None)
-    else:
-        stage.distinct(copy=False)
-    name = stage_of(stage)
-    _drop_conjunct(select, predicate)
-    _join_stage(select, name, [*keys[1], *outer])
-
-
-def _semijoin_keys(
-    predicate: exp.Expr, body: exp.Select, shape: Shape | None
-) -> tuple[list[exp.Expr], list[exp.Expr]] | None:
-    """The stage's keys besides the correlated columns (``[y]``, ``[x]`` of an ``IN``; none
-    for ``EXISTS``); None when the subquery is not a semi-join of that kind."""
-    if shape is None:
-        return None
-    grouped = body.args.get("group")
-    aggregated = any(is_aggregate(n) for e in body.expressions for n in e.dfs())
-    if isinstance(predicate, exp.Exists):
-        if not shape[0] or grouped is not None or body.args.get("having") or aggregated:
-            return None
-        return [], []
-    if len(body.expressions) != 1 or aggregated:
-        return None
-    column = body.expressions[0].unalias()
-    if not in_keyed(column, grouped) or (grouped is not None and shape[0]):
-        return None
-    if grouped is None and body.args.get("having"):
-        return None
-    return [column], [predicate.this]
-
-
-def _drop_conjunct(select: exp.Select, conjunct: exp.Expr) -> None:
-    """Remove the conjunct ``conjunct`` (under ANDs and parentheses) from ``select``'s WHERE."""
-    conjunct.replace(exp.true())
-    leaves: list[exp.Expr] = []
-    stack: list[exp.Expr] = [select.args["where"].this]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, exp.And):
-            stack.extend([node.expression, node.this])
-        elif isinstance(node, exp.Paren) and isinstance(node.this, exp.And | exp.Paren | exp.Boolean):
-            stack.append(node.this)
-        elif not (isinstance(node, exp.Boolean) and node.this is True):
-            leaves.append(node)
-    select.set("where", exp.Where(this=exp.and_(*leaves, copy=False)) if leaves else None)
-
-
-def _sources(body: exp.Select) -> list[exp.Expr]:
-    """The FROM and JOIN sources of ``body`` (none without a FROM)."""
-    from_ = body.args.get("from_")
-    return ([from_.this] if from_ is not None else []) + [j.this for j in body.args.get("joins") or []]
-
-
-def _null_on_empty(expr: exp.Expr) -> bool:
-    """Arithmetic over SUM / AVG / MIN / MAX calls (at least one): NULL over no rows."""
-    calls = [n for n in expr.dfs() if isinstance(n, _NULL_ON_EMPTY)]
-    if not calls:
-        return False
-    inside = {id(n) for c in calls for n in c.dfs() if n is not c}
-    for node in expr.dfs():
-        if id(node) in inside or isinstance(node, (*_NULL_ON_EMPTY, exp.DataType)):
-            continue
-        if not isinstance(node, _ARITHMETIC):
-            return False
-    return not any(is_aggregate(n) for c in calls for n in c.dfs() if n is not c)
-
-
-def _correlation(conjunct: exp.Expr, names: set[str], resolved: bool = False) -> tuple[exp.Column, exp.Column] | None:
-    """``(inner, outer)`` of an equality of two columns, one of the subquery (qualified by
-    one of its table ``names``, or unqualified) and one of the outer query (qualified by
-    another name, or the right one of two unqualified columns; when ``resolved``, an
-    unqualified column is the subquery's); else None."""
-    if not isinstance(conjunct, exp.EQ):
-        return None
-    left, right = conjunct.this, conjunct.expression
-    if not isinstance(left, exp.Column) or not isinstance(right, exp.Column):
-        return None
-
-    def side(c: exp.Column) -> str:
-        if not c.table:
-            return "i" if resolved else "u"
-        return "i" if c.table.lower() in names else "o"
-
-    kinds = side(left) + side(right)
-    if kinds in ("io", "uo", "uu"):
-        return left, right
-    if kinds in ("oi", "ou"):
-        return right, left
-    return None
 
 
 def inline_stages(query: exp.Query, stages: dict[str, str]) -> exp.Query:

@@ -29,6 +29,7 @@ from sparkmv.errors import InputFileError, ScriptError, SparkMvError
 
 if TYPE_CHECKING:
     from sparkmv.client.client import Client
+    from sparkmv.services.status import MvStatus
 
 app = typer.Typer(
     add_completion=False,
@@ -191,9 +192,13 @@ def read_script(path: Path) -> str:
 def status(
     name: Annotated[str | None, typer.Argument(help="One MV (default: all).")] = None,
     format: FormatOption = OutputFormat.TABLE,
+    check: Annotated[
+        bool, typer.Option("--check", help="Exit 1 when an MV is past its freshness_error_after (for cron and CI).")
+    ] = False,
 ) -> None:
-    """The materialized views: state, rows, partitions, last refresh duration, freshness; then
-    (as a table) the other datasets of the pipelines run: Python datasets, views, sinks."""
+    """The materialized views: state, rows, partitions, last refresh duration, freshness (and
+    its WARN / ERROR past ``freshness_warn_after`` / ``freshness_error_after``); then (as a
+    table) the other datasets of the pipelines run: Python datasets, views, sinks."""
     from sparkmv.cli.render import pipeline_dataset_rows, status_rows
     from sparkmv.names import ObjectName
 
@@ -210,6 +215,11 @@ def status(
     others = pipeline_dataset_rows(datasets, {s.name for s in statuses})
     if wanted is None and others[1] and format == OutputFormat.TABLE:
         _print_rows(*others, format, title="pipeline datasets")
+    late = [s for s in statuses if s.freshness_alert == "ERROR"]
+    if check and late:
+        names = ", ".join(f"{s.name} ({_staleness_words(s)})" for s in late)
+        _error(f"{len(late)} materialized view(s) past freshness_error_after: {names}")
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -438,3 +448,8 @@ def _error(message: str) -> None:
 
 if __name__ == "__main__":
     main()
+
+
+def _staleness_words(st: MvStatus) -> str:
+    """How late an MV is, for ``sparkmv status --check``."""
+    return f"{st.staleness_seconds:.0f} s stale" if st.last_refresh_end is not None else "never refreshed"

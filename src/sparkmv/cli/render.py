@@ -51,6 +51,13 @@ def print_rows(console: Console, columns: list[str], rows: list[list[Any]], fmt:
 
 
 def _freshness(st: MvStatus) -> str:
+    text = _fresh_text(st)
+    if st.freshness_alert is not None:
+        text += f"; {st.freshness_alert}: past freshness_{st.freshness_alert.lower()}_after"
+    return text
+
+
+def _fresh_text(st: MvStatus) -> str:
     if not st.is_active:
         return f"inactive: {st.inactive_reason}"
     if st.last_refresh_end is None:

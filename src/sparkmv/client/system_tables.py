@@ -68,6 +68,7 @@ MATERIALIZED_VIEWS = _schema(
     ("last_refresh_mv_partitions", L),
     ("refresh_state_reason", S),
     ("current_run_id", L),
+    ("freshness_alert", S),
 )
 TASK_RUNS = _schema(
     ("run_id", L),

@@ -55,8 +55,24 @@ _FLOATS: dict[str, tuple[float, float]] = {
 _LISTS = ("excluded_refresh_tables", "excluded_trigger_tables")
 _STRINGS = ("partition_ttl", "partition_retention_condition", "session.*")
 _TTL = re.compile(r"^\s*(\d+)\s+(DAY|MONTH|YEAR)S?\s*$", re.IGNORECASE)
+_INTERVAL = re.compile(r"^\s*(?:INTERVAL\s+)?'?(\d+)'?\s+(SECOND|MINUTE|HOUR|DAY|WEEK)S?\s*$", re.IGNORECASE)
+_UNIT_SECONDS = {"SECOND": 1, "MINUTE": 60, "HOUR": 3600, "DAY": 86_400, "WEEK": 604_800}
+FRESHNESS = ("freshness_warn_after", "freshness_error_after")
+"""Staleness thresholds (dbt's source freshness ``warn_after`` / ``error_after``)."""
 
-KNOWN = set(_ENUMS) | set(_INTS) | set(_FLOATS) | set(_LISTS) | {"partition_ttl", "partition_retention_condition"}
+KNOWN = set(_ENUMS) | set(_INTS) | set(_FLOATS) | set(_LISTS) | set(FRESHNESS)
+KNOWN |= {"partition_ttl", "partition_retention_condition"}
+
+
+def interval_seconds(value: str) -> int | None:
+    """Seconds of an interval ``'<n> SECOND|MINUTE|HOUR|DAY|WEEK[S]'`` (an ``INTERVAL``
+    prefix and a quoted count allowed); None when ``value`` is not one.
+
+    >>> interval_seconds("2 hours"), interval_seconds("INTERVAL '30' MINUTE"), interval_seconds("soon")
+    (7200, 1800, None)
+    """
+    m = _INTERVAL.match(value)
+    return int(m.group(1)) * _UNIT_SECONDS[m.group(2).upper()] if m else None
 
 
 def check_lease(renew_seconds: int, timeout_seconds: int, owner: str = "") -> None:
@@ -113,6 +129,11 @@ def validate(props: dict[str, str]) -> dict[str, str]:
                 )
         elif key == "partition_retention_condition":
             pass
+        elif key in FRESHNESS:
+            if interval_seconds(value) is None:
+                raise InvalidPropertyError(
+                    f"property {key!r} must look like '<n> SECOND|MINUTE|HOUR|DAY|WEEK', not {value!r}"
+                )
         else:
             raise InvalidPropertyError(f"unknown property {raw_key.strip()!r}")
         out[key] = value
@@ -147,6 +168,9 @@ class MvProperties:
         mv_rewrite_staleness_second: under CHECKED, an MV whose last refresh finished
             within this many seconds counts as fresh even if its base changed since
             (None: no grace).
+        freshness_warn_after / freshness_error_after: seconds of staleness (now minus the
+            oldest change the MV has not consumed) past which ``sparkmv status`` flags the MV
+            WARN / ERROR, and ``sparkmv status --check`` fails on ERROR (None: no alert).
     """
 
     refresh_mode: str = "AUTO"
@@ -170,6 +194,8 @@ class MvProperties:
     task_priority: int = 0
     query_rewrite_consistency: str = "CHECKED"
     mv_rewrite_staleness_second: int | None = None
+    freshness_warn_after: int | None = None
+    freshness_error_after: int | None = None
     raw: dict[str, str] = field(default_factory=dict)
 
     @classmethod
@@ -199,8 +225,17 @@ class MvProperties:
             kwargs["partition_ttl"] = (int(m.group(1)), m.group(2).upper())
         if "partition_retention_condition" in p:
             kwargs["partition_retention_condition"] = p["partition_retention_condition"]
+        for key in FRESHNESS:
+            if key in p:
+                kwargs[key] = interval_seconds(p[key])
         parsed = cls(**kwargs)
         check_lease(parsed.lease_renew_seconds, parsed.lease_timeout_seconds)
+        warn, error = parsed.freshness_warn_after, parsed.freshness_error_after
+        if warn is not None and error is not None and warn > error:
+            raise InvalidPropertyError(
+                f"freshness_warn_after ({p['freshness_warn_after']}) must not exceed "
+                f"freshness_error_after ({p['freshness_error_after']})"
+            )
         return parsed
 
 

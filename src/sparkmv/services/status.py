@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sparkmv.catalog import ObjectKind, RunState
+from sparkmv.catalog.clock import utcnow
 from sparkmv.catalog.models import ObjectRow, TaskRunRow
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
@@ -30,6 +31,9 @@ class MvStatus:
         stale_partitions: base partitions changed since then.
         staleness_seconds: now minus the oldest unconsumed base change (0 when fresh).
         last_refresh_duration: seconds of the last finished run.
+        freshness_alert: ``"ERROR"`` / ``"WARN"`` when the staleness (for an MV never
+            refreshed: the seconds since its creation) is past ``freshness_error_after`` /
+            ``freshness_warn_after`` (:func:`freshness_alert`), else None.
     """
 
     name: str
@@ -53,6 +57,25 @@ class MvStatus:
     last_refresh_mv_partitions: int
     refresh_state_reason: str | None
     current_run_id: int | None
+    freshness_alert: str | None = None
+
+
+def freshness_alert(props: MvProperties, staleness_seconds: float) -> str | None:
+    """``"ERROR"`` when ``staleness_seconds`` is past the MV's ``freshness_error_after``,
+    ``"WARN"`` when past its ``freshness_warn_after``, else None (as dbt's source freshness:
+    past means strictly more; a fresh MV, staleness 0, is past neither).
+
+    >>> p = MvProperties.parse({"freshness_warn_after": "1 minute", "freshness_error_after": "1 hour"})
+    >>> freshness_alert(p, 0.0), freshness_alert(p, 61.0), freshness_alert(p, 3601.0)
+    (None, 'WARN', 'ERROR')
+    """
+    if staleness_seconds <= 0:
+        return None
+    if props.freshness_error_after is not None and staleness_seconds > props.freshness_error_after:
+        return "ERROR"
+    if props.freshness_warn_after is not None and staleness_seconds > props.freshness_warn_after:
+        return "WARN"
+    return None
 
 
 def _size(store: IcebergStore, name: ObjectName) -> tuple[int, int]:
@@ -124,7 +147,21 @@ def mv_status(rt: Runtime, row: ObjectRow, last: TaskRunRow | None, freshness: b
         last_refresh_mv_partitions=last.partitions_done if last else 0,
         refresh_state_reason=row.refresh_state_reason,
         current_run_id=row.current_run_id,
+        freshness_alert=_alert(row, fresh, staleness) if freshness else None,
     )
+
+
+def _alert(row: ObjectRow, fresh: bool, staleness: float) -> str | None:
+    """The freshness alert of MV ``row`` (its staleness; since creation when never refreshed)."""
+    try:
+        props = MvProperties.parse(row.properties or {})
+    except SparkMvError:
+        return None
+    if props.freshness_warn_after is None and props.freshness_error_after is None:
+        return None
+    if row.last_success_run_id is None:
+        staleness = max(0.0, (utcnow() - row.created_at).total_seconds())
+    return freshness_alert(props, 0.0 if fresh else staleness)
 
 
 def statuses(rt: Runtime, name: ObjectName | None = None) -> list[MvStatus]:

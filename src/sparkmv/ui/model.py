@@ -18,10 +18,12 @@ from typing import Any
 
 from sparkmv.catalog import ObjectKind, RefreshState, RunState
 from sparkmv.catalog.models import ObjectRow, TaskRunRow
+from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.refresh.freshness import Freshness
+from sparkmv.refresh.properties import MvProperties
 from sparkmv.refresh.runtime import Runtime
-from sparkmv.services.status import mv_freshness
+from sparkmv.services.status import freshness_alert, mv_freshness
 
 KINDS = {
     ObjectKind.MATERIALIZED_VIEW: "materialized view",
@@ -61,6 +63,8 @@ class ObjectView:
         staleness_seconds / stale_partitions: for a stale MV; chunks_done / chunks_planned:
             the running (or paused) refresh; run_id: that run.
         base_tables: display names of the objects it reads (graph edges).
+        freshness_alert: ``WARN`` / ``ERROR`` for a stale MV past its ``freshness_warn_after``
+            / ``freshness_error_after`` (:func:`sparkmv.services.status.freshness_alert`).
     """
 
     name: str
@@ -78,6 +82,7 @@ class ObjectView:
     inactive_reason: str | None = None
     last_refresh_end: datetime | None = None
     base_tables: list[str] = field(default_factory=list)
+    freshness_alert: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The JSON form (datetimes as ISO 8601 text)."""
@@ -179,6 +184,17 @@ def _idle_state(view: ObjectView, row: ObjectRow, last: TaskRunRow | None, cache
         view.staleness_seconds, view.stale_partitions = round(fresh.staleness_seconds(), 3), fresh.stale_partitions
         parts = "partition" if fresh.stale_partitions == 1 else "partitions"
         view.detail = f"stale {human_seconds(fresh.staleness_seconds())}, {fresh.stale_partitions} stale base {parts}"
+        view.freshness_alert = _alert(row, fresh.staleness_seconds())
+        if view.freshness_alert is not None:
+            view.detail += f"; {view.freshness_alert}: past freshness_{view.freshness_alert.lower()}_after"
+
+
+def _alert(row: ObjectRow, staleness: float) -> str | None:
+    """The MV's freshness alert for ``staleness`` seconds (None for bad stored properties)."""
+    try:
+        return freshness_alert(MvProperties.parse(row.properties or {}), staleness)
+    except SparkMvError:
+        return None
 
 
 def object_views(rt: Runtime, cache: FreshnessCache) -> list[ObjectView]:
