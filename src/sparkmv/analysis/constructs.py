@@ -203,6 +203,24 @@ def is_inside(node: exp.Expr, ancestor: exp.Expr) -> bool:
     return False
 
 
+def under_aggregate(node: exp.Expr, top: exp.Expr | None = None) -> bool:
+    """True when an ancestor of ``node`` is an aggregate call, looking up to ``top`` (itself
+    included) or to the nearest SELECT (a subquery's aggregate is its own).
+
+    >>> q = exp.select("sum(x + 1) AS s", "y").from_("t")
+    >>> sorted((c.name, under_aggregate(c)) for c in q.find_all(exp.Column))
+    [('x', True), ('y', False)]
+    """
+    parent = node.parent
+    while parent is not None and not isinstance(parent, exp.Select):
+        if is_aggregate(parent):
+            return True
+        if parent is top:
+            return False
+        parent = parent.parent
+    return False
+
+
 def unparen(expr: exp.Expr) -> exp.Expr:
     while isinstance(expr, exp.Paren):
         expr = expr.this

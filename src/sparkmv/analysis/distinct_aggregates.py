@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from sparkmv.analysis.constructs import is_aggregate
+from sparkmv.analysis.constructs import is_aggregate, under_aggregate
 
 ALIAS = "__smv_dist"
 _PLAIN = (exp.Sum, exp.Count, exp.Min, exp.Max)
@@ -92,9 +92,6 @@ def _split(query: exp.Select, inner: exp.Select, keys: list[exp.Expr], argument:
     outer.set("from_", exp.From(this=exp.Subquery(this=inner, alias=exp.TableAlias(this=exp.to_identifier(ALIAS)))))
     if keys:
         outer.set("group", exp.Group(expressions=[exp.column(key_names[k.sql()], ALIAS) for k in keys]))
-    for item in outer.expressions:
-        if not isinstance(item, exp.Alias) and isinstance(item, exp.Column):
-            item.replace(exp.alias_(item.copy(), item.name))
     return outer
 
 
@@ -108,7 +105,7 @@ def _lift(item: exp.Expr, key_names: dict[str, str], partials: list[exp.Expr]) -
         item.replace(exp.alias_(exp.column(name, ALIAS), item.name))
         return item
     for node in list(body.walk()):
-        if _under_aggregate(node, body):
+        if under_aggregate(node, body):
             continue  # its aggregate is lifted whole
         if is_aggregate(node):
             lifted = _lift_call(node, partials)
@@ -129,18 +126,6 @@ def _lift(item: exp.Expr, key_names: dict[str, str], partials: list[exp.Expr]) -
 def _is_alias(key: exp.Expr, aliases: set[str]) -> bool:
     """True for an unqualified GROUP BY key named as an output alias."""
     return isinstance(key, exp.Column) and not key.table and key.name.lower() in aliases
-
-
-def _under_aggregate(node: exp.Expr, top: exp.Expr) -> bool:
-    """True when an ancestor of ``node`` up to ``top`` is an aggregate call."""
-    parent = node.parent
-    while parent is not None and node is not top:
-        if is_aggregate(parent):
-            return True
-        if parent is top:
-            return False
-        parent = parent.parent
-    return False
 
 
 def _lift_call(call: exp.Expr, partials: list[exp.Expr]) -> exp.Expr | None:

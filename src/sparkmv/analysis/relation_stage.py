@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from sparkmv.analysis.constructs import is_aggregate
+from sparkmv.analysis.constructs import is_aggregate, under_aggregate
 
 ALIAS = "__smv_rel"
 
@@ -44,15 +44,16 @@ def split_outer_relation(query: exp.Query) -> exp.Query | None:
     columns: dict[str, str] = {}
     outer = query.copy()
     for column in [c for item in outer.expressions for c in item.find_all(exp.Column)]:
-        if not column.table or not _under_aggregate(column):
+        if not column.table or not under_aggregate(column):
             return None
         name = columns.setdefault(column.sql(), f"__smv_c{len(columns)}")
         column.replace(exp.column(name, ALIAS))
     calls = [n for item in outer.expressions for n in item.find_all(exp.AggFunc)]
-    if not columns or any(_weighted(call) is None for call in calls):
+    weighted = [_weighted(call) for call in calls]
+    if not columns or any(w is None for w in weighted):
         return None
-    for call in calls:
-        call.replace(_weighted(call))
+    for call, replacement in zip(calls, weighted, strict=True):
+        call.replace(replacement)
     items = [exp.alias_(exp.to_column(sql), name) for sql, name in columns.items()]
     inner = exp.select(*items, exp.alias_(exp.Count(this=exp.Star()), "__smv_weight"))
     inner.set("from_", query.args["from_"].copy())
@@ -92,12 +93,3 @@ def _is_global_aggregate(select: exp.Select) -> bool:
     return select.args.get("from_") is not None and all(
         any(is_aggregate(n) for n in item.walk()) for item in select.expressions
     )
-
-
-def _under_aggregate(node: exp.Expr) -> bool:
-    parent = node.parent
-    while parent is not None and not isinstance(parent, exp.Select):
-        if is_aggregate(parent):
-            return True
-        parent = parent.parent
-    return False
