@@ -90,6 +90,7 @@ bench: install
 	$(BIN)/python bench/bench_cli.py --append-results
 	$(BIN)/python bench/bench_ui.py --write
 	$(BIN)/python bench/bench_rewrite.py
+	$(BIN)/python bench/bench_expectations.py --repeat 3
 
 clean:
 	rm -rf $(VENV) $(COMPAT_VENV) .sparkmv .sparkmv-demo .pytest_cache .mypy_cache .ruff_cache mutants

@@ -17,7 +17,15 @@ from sparkmv.errors import BusyError, CatalogError, LeaseLostError, ObjectExists
 from sparkmv.names import ObjectName
 from tests.catalog.lock_waits import LockWaiter
 
-SMV_TABLES = {"smv_objects", "smv_task_runs", "smv_refresh_progress", "smv_version_map", "smv_control"}
+SMV_TABLES = {
+    "smv_objects",
+    "smv_task_runs",
+    "smv_refresh_progress",
+    "smv_version_map",
+    "smv_control",
+    "smv_expectation_results",
+    "smv_pipeline_events",
+}
 MV = ObjectName("default", "mv1")
 
 
@@ -53,7 +61,7 @@ def test_migrations_from_empty_create_every_table_at_head(catalog_url: str) -> N
         tables = set(inspect(cat.db.engine).get_table_names())
         assert SMV_TABLES <= tables
         assert "smv_alembic_version" in tables
-        assert migrate.current_revision(cat.db.engine) == migrate.head_revision() == "0009"
+        assert migrate.current_revision(cat.db.engine) == migrate.head_revision() == "0010"
         columns = {c["name"] for c in inspect(cat.db.engine).get_columns("smv_objects")}
         assert {"namespace", "name", "kind", "state", "current_run_id", "lease_owner", "lease_expires"} <= columns
     finally:
@@ -73,10 +81,10 @@ def test_reopen_is_a_no_op_and_keeps_rows(catalog_url: str, monkeypatch: pytest.
     monkeypatch.setattr(alembic.command, "upgrade", no_upgrade)
     again = Catalog.open(catalog_url)
     try:
-        assert migrate.current_revision(again.db.engine) == "0009"
+        assert migrate.current_revision(again.db.engine) == "0010"
         with again.transaction() as s:
             versions = s.execute(text("SELECT version_num FROM smv_alembic_version")).scalars().all()
-            assert versions == ["0009"]
+            assert versions == ["0010"]
             assert again.objects.by_id(s, object_id).name == "mv1"
     finally:
         again.close()

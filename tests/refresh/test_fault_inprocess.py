@@ -131,3 +131,19 @@ def test_vacuum_after_a_crash_keeps_the_live_run_and_the_current_snapshot(make_c
 def _data_files(client: Any) -> list[Path]:
     table = client.runtime.iceberg.load(ObjectName.parse("mv"))
     return [Path(t.file.file_path.removeprefix("file://")) for t in table.scan().plan_files()]
+
+
+@pytest.mark.parametrize("point", ["after_publish", "after_progress_recorded"])
+def test_a_crash_is_recovered_with_one_event_per_state_change(make_client: Any, tmp_path: Path, point: str) -> None:
+    """A crash after the publish (before the catalog finishes the run) or between chunks is
+    completed by recovery; the event log then holds each state change of the run once."""
+    client = _setup(make_client, tmp_path)
+    run_id = _crash(client, point, 0 if point == "after_progress_recorded" else None)
+    client.runtime.faults = FaultInjector()
+    wait_lease_expired(client)
+    outcomes = client.recover()
+    assert outcomes[0].run is not None and outcomes[0].run.state == "SUCCESS", outcomes
+    with client.runtime.catalog.read() as s:
+        events = [e.event_type for e in client.runtime.catalog.events.list(s, run_id=run_id)]
+    assert events == ["run_started", "run_planned", "run_recovered", "run_succeeded"], events
+    assert_mv_matches(client, "mv", QUERY)

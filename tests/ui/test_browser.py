@@ -1,14 +1,15 @@
-"""A real browser (Debian's chromium through Playwright) on ``sparkmv ui`` over the TPC-H
-SF 0.01 demo catalog: the graph shows every demo MV with its state text and the summary chart
+"""A real browser (Debian's chromium through Playwright) on ``sparkmv ui`` over the TPC-H SF
+0.01 demo catalog: the graph shows every demo MV with its state text and the summary chart
 one mark per run; the query rewrite page the queries rewritten; an external table's page its
-kind, partitions and readers; after an outside writer appends to one ``lineitem`` partition,
-the partition tables of an MV over it (PCT) and of one whose non-reference table it is
-(``segment_revenue``) list exactly what ``EXPLAIN REFRESH`` lists, and the header agrees; the
-refresh history chart has one mark per run coloured by technique, each a link to its run;
-a node opens the MV's page, and a refresh started by another process shows its progress bar
-advancing and the run ending SUCCESS. Screenshots are saved in the test's tmp directory (and,
-with ``SPARKMV_UI_SCREENSHOT_DIR`` set, there too: docs/ui-graph.png and docs/ui-mv-page.png
-come from it)."""
+kind, partitions and readers; the page of an MV with an expectation its newest counts (the
+rows it kept passed, none failed) and a chart mark for its run; after an outside writer
+appends to one ``lineitem`` partition, the partition tables of an MV over it (PCT) and of
+one whose non-reference table it is (``segment_revenue``) list exactly what ``EXPLAIN
+REFRESH`` lists, and the header agrees; the refresh history chart has one mark per run
+coloured by technique, each a link to its run; a node opens the MV's page, and a refresh
+started by another process shows its progress bar advancing and the run ending SUCCESS.
+Screenshots are saved in the test's tmp directory (and, with ``SPARKMV_UI_SCREENSHOT_DIR``
+set, there too: docs/ui-graph.png and docs/ui-mv-page.png come from it)."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from playwright.sync_api import Page, expect
 
 from sparkmv.catalog import RunState
 from sparkmv.client.client import Client
-from sparkmv.demo.data import DEMO_MVS, TpchLayout
+from sparkmv.demo.data import DEMO_EXPECTATION_MVS, DEMO_EXPECTATIONS, DEMO_MVS, TpchLayout
 from sparkmv.ui.charts import TECHNIQUE_COLOURS
 from tests.ui.server import env, running_ui, sparkmv_argv
 
@@ -31,6 +32,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.spark, pytest.mark.slow]
 
 CHROMIUM = "/usr/bin/chromium"
 MV = "q1_pricing_summary"
+EXPECT_MV = next(iter(DEMO_EXPECTATION_MVS))  # DROP ROW of the lines with a quantity <= 0
 PCT_MV = "revenue_by_shipmode"  # over lineitem partitioned by ship month: one partition goes stale
 NON_REFERENCE_MV = "segment_revenue"  # partitioned by order month: lineitem is no reference table
 MONTH = "1995-06"
@@ -47,26 +49,30 @@ ENDED = """([oldRun]) => { const d = document.getElementById("progress").dataset
   return Number(d.runId) > oldRun && ["SUCCESS", "FAILED", "CANCELLED"].includes(d.runState); }"""
 
 
-def _demo_home(make_client: Callable[..., Client], tpch: TpchLayout, home: Path, data: Path) -> tuple[int, TpchLayout]:
+def _demo_home(
+    make_client: Callable[..., Client], tpch: TpchLayout, home: Path, data: Path
+) -> tuple[int, int, TpchLayout]:
     """The demo's catalog over a copy of the TPC-H data (``data``: the test appends to it),
-    every MV refreshed, the query of ``PCT_MV`` answered through query rewrite (recorded in
-    the rewrite log); ``PCT_MV`` planned PCT (``EXPLAIN REFRESH`` then lists its partitions);
-    the MV refreshed in the test paced to one chunk a second so its progress is observable.
-    Returns the newest run id of that MV and the copy's layout."""
+    every MV of :data:`DEMO_MVS` and ``EXPECT_MV`` refreshed, the query of ``PCT_MV``
+    answered through query rewrite (recorded in the rewrite log); ``PCT_MV`` planned PCT
+    (``EXPLAIN REFRESH`` then lists its partitions); the MV refreshed in the test paced to
+    one chunk a second so its progress is observable. Returns the newest run id of that MV,
+    the rows of ``EXPECT_MV`` and the copy's layout."""
     from sparkmv.demo.run import create_objects
 
     shutil.copytree(tpch.root, data)
     layout = TpchLayout(data)
     client = make_client(home=home, rewrite=True)
     create_objects(client, layout)
-    for name in DEMO_MVS:
+    for name in [*DEMO_MVS, EXPECT_MV]:
         assert client.refresh(name).state == RunState.SUCCESS, name
+    kept = int(client.sql(f"SELECT count(*) AS n FROM {EXPECT_MV}").collect()[0].n)
     client.sql(DEMO_MVS[PCT_MV][1])  # rewritten: an exact match of the fresh MV
     client.sql(f"ALTER MATERIALIZED VIEW {PCT_MV} SET PROPERTIES ('refresh_mode' = 'PCT')")
     client.sql(f"ALTER MATERIALIZED VIEW {MV} SET PROPERTIES ('throttle_chunks_per_minute' = '60')")
     run_id = client.runs(MV, 1)[0].run_id
     client.close()
-    return run_id, layout
+    return run_id, kept, layout
 
 
 def _explained(client: Client, mv: str) -> dict[str, str]:
@@ -109,7 +115,21 @@ def _check_rewrite_and_table_pages(page: Page, url: str, layout: TpchLayout) -> 
     months = len([p for p in layout.lineitem.iterdir() if p.name.startswith("l_shipmonth=")])
     expect(page.locator("#table-partitions")).to_have_text(str(months))
     readers = page.locator("#readers a").all_text_contents()
-    assert readers == sorted(DEMO_MVS)
+    assert readers == sorted([*DEMO_MVS, *DEMO_EXPECTATION_MVS])
+
+
+def _check_expectations(page: Page, url: str, kept: int) -> None:
+    """``EXPECT_MV``'s page: its expectation's counts of its one run, and one chart mark."""
+    [(expectation, condition)] = DEMO_EXPECTATIONS[EXPECT_MV]
+    page.goto(f"{url}objects/{EXPECT_MV}")
+    row = page.locator(f'#expectations tr[data-expectation="{expectation}"]')
+    expect(row.locator(".action")).to_have_text("drop row")
+    expect(row.locator("code")).to_have_text(condition)
+    expect(row.locator(".passed")).to_have_text(str(kept))  # TPC-H has no quantity <= 0: all kept
+    expect(row.locator(".failed")).to_have_text("0")
+    marks = page.locator(f'svg#expectations-chart g.series[data-expectation="{expectation}"] a.point')
+    expect(marks).to_have_count(1)
+    expect(marks).to_have_attribute("data-failed", "0")
 
 
 def _check_staleness_as_explain(page: Page, url: str, make_client: Callable[..., Client], home: Path) -> None:
@@ -148,7 +168,7 @@ def test_graph_object_page_and_live_progress(
     from playwright.sync_api import sync_playwright
 
     home = tmp_path / "home"
-    old_run, layout = _demo_home(make_client, tpch, home, tmp_path / "tpch")
+    old_run, kept, layout = _demo_home(make_client, tpch, home, tmp_path / "tpch")
     shots = Path(os.environ.get("SPARKMV_UI_SCREENSHOT_DIR") or tmp_path)
     with running_ui(home) as (url, _line), sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu"])
@@ -168,6 +188,7 @@ def test_graph_object_page_and_live_progress(
                 "data-technique", "FULL"
             )
         _check_rewrite_and_table_pages(page, url, layout)
+        _check_expectations(page, url, kept)
         # An outside writer appends to one lineitem partition.
         month = layout.lineitem / f"l_shipmonth={MONTH}"
         shutil.copy(sorted(month.glob("*.parquet"))[0], month / "browser-test-append.parquet")

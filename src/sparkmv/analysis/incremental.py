@@ -138,7 +138,7 @@ def analyze_for_table(
     from sparkmv.analysis.qualify import qualify_unqualified
 
     for form in (query, qualify_unqualified(query, columns) if columns else None):
-        keyed = _keyed_analysis(form) if form is not None and is_keyed_shape(form) else None
+        keyed = keyed_analysis(form) if form is not None and is_keyed_shape(form) else None
         if keyed is not None and keyed.reason is None:
             return keyed
     return analysis
@@ -165,7 +165,7 @@ def _analyze(query: exp.Query, columns: Mapping[str, Collection[str]] | None = N
         # Before aggregate stages (TPC-H Q13, Q17), which recompute their touched keys over
         # both inputs and join them back: the key's rows are read once per side.
         return correlated
-    staged = staged_analysis(query, _whole_or_merged, lambda q: _keyed_analysis(q, reserved=False), columns)
+    staged = staged_analysis(query, _whole_or_merged, lambda q: keyed_analysis(q, reserved=False), columns)
     if staged is None or staged.reason is not None:
         return correlated or staged or whole
     return staged
@@ -184,7 +184,7 @@ def _semijoin_staged(
         return whole
     from sparkmv.analysis.stages import staged_analysis
 
-    staged = staged_analysis(query, _whole_or_merged, lambda q: _keyed_analysis(q, reserved=False), columns)
+    staged = staged_analysis(query, _whole_or_merged, lambda q: keyed_analysis(q, reserved=False), columns)
     if staged is None or staged.reason is not None or staged.keyed is not None:
         return whole
     return staged
@@ -229,11 +229,11 @@ def _analyze_whole(query: exp.Query) -> IvmAnalysis:
         columns = tuple(OutputColumn(output_name(item), "plain") for item in branches[0].expressions)
     reason = reason or _reserved_problem(columns)
     if reason is not None and is_keyed_shape(query):
-        return _keyed_analysis(query)
+        return keyed_analysis(query)
     inlined = inline_ctes(query) if reason is not None else None
     distinct = distinct_union(inlined) if isinstance(inlined, exp.Query) else None
     if distinct is not None:  # a UNION: the DISTINCT of its UNION ALL (sparkmv.analysis.unions)
-        keyed = _keyed_analysis(distinct)
+        keyed = keyed_analysis(distinct)
         return keyed if keyed.reason is None else IvmAnalysis(keyed.reason, False, (), (), query.sql(DIALECT))
     if reason is not None:
         return IvmAnalysis(reason, aggregate, (), (), query.sql(DIALECT))
@@ -243,7 +243,7 @@ def _analyze_whole(query: exp.Query) -> IvmAnalysis:
     return IvmAnalysis(None, True, columns, state, _augment(branches[0], columns))
 
 
-def _keyed_analysis(query: exp.Query, reserved: bool = True) -> IvmAnalysis:
+def keyed_analysis(query: exp.Query, reserved: bool = True) -> IvmAnalysis:
     """The analysis of a GROUP BY / DISTINCT query the delta rules do not maintain: by
     affected-key recomputation (:mod:`sparkmv.analysis.keyed`), or its reason. An inner
     stage (``reserved`` False) may name its columns with the reserved prefix."""
@@ -264,7 +264,7 @@ def without_correlation(analysis: IvmAnalysis) -> IvmAnalysis:
     (:mod:`sparkmv.analysis.correlated`) as the affected-key recomputation of its group keys
     over the same augmented query: its state columns are recomputed with its rows (a
     change of a table the key does not bind)."""
-    return _keyed_analysis(parse_query(analysis.augmented_sql), reserved=False)
+    return keyed_analysis(parse_query(analysis.augmented_sql), reserved=False)
 
 
 def stored_query(definition: str, columns: Iterable[str]) -> exp.Query:

@@ -17,6 +17,8 @@ from sqlalchemy.orm import Session
 from sparkmv.catalog import migrate
 from sparkmv.catalog.control import ControlStore
 from sparkmv.catalog.database import Database, open_database
+from sparkmv.catalog.events import EventStore
+from sparkmv.catalog.expectations import ExpectationStore
 from sparkmv.catalog.external import ExternalCatalogStore
 from sparkmv.catalog.objects import ObjectStore
 from sparkmv.catalog.pipelines import PipelineStore
@@ -32,7 +34,8 @@ class Catalog:
 
     Attributes:
         url: SQLAlchemy URL.
-        objects, runs, versions, positions, control, external_catalogs: the stores, one per metadata table group
+        objects, runs, versions, positions, control, external_catalogs, events, expectations:
+            the stores, one per metadata table group
             (methods inside a caller's session from :meth:`transaction`).
         scheduling: the scheduler's claims and queue (:class:`SchedulingStore`); each
             method owns its transaction.
@@ -48,6 +51,8 @@ class Catalog:
     positions = PositionStore
     control = ControlStore
     external_catalogs = ExternalCatalogStore
+    events = EventStore
+    expectations = ExpectationStore
 
     def __init__(self, database: Database) -> None:
         self.db = database

@@ -245,3 +245,39 @@ class PipelineDatasetRow(Base):
     last_run_start: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     last_run_end: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     updated_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class ExpectationResultRow(Base):
+    """The rows that passed and failed one expectation in one refresh run
+    (``sparkmv.expectations``). See :class:`sparkmv.catalog.expectations.ExpectationStore`."""
+
+    __tablename__ = "smv_expectation_results"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+    """The refresh run; None for a dataset a pipeline keeps outside the run lifecycle (a
+    Python table or streaming table), counted per pipeline run."""
+    dataset: Mapped[str] = mapped_column(String(260), index=True)
+    expectation: Mapped[str] = mapped_column(String(260))
+    action: Mapped[str] = mapped_column(String(8))
+    condition: Mapped[str] = mapped_column(Text)
+    rows_passed: Mapped[int] = mapped_column(BigInteger)
+    rows_failed: Mapped[int] = mapped_column(BigInteger)
+    recorded_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class EventRow(Base):
+    """One event of the event log (``sparkmv.pipeline_events``). See
+    :class:`sparkmv.catalog.events.EventStore`."""
+
+    __tablename__ = "smv_pipeline_events"
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    timestamp: Mapped[datetime] = mapped_column(DateTime, index=True)
+    pipeline: Mapped[str | None] = mapped_column(String(200), nullable=True, index=True)
+    run_id: Mapped[int | None] = mapped_column(BigInteger, nullable=True, index=True)
+    dataset: Mapped[str | None] = mapped_column(String(260), nullable=True)
+    event_type: Mapped[str] = mapped_column(String(40))
+    level: Mapped[str] = mapped_column(String(8))
+    message: Mapped[str] = mapped_column(Text)
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON(none_as_null=True), nullable=True)

@@ -3,9 +3,10 @@
 Read as the system table ``sparkmv.pipeline_datasets`` and by ``sparkmv status``. A run of a
 project first registers its datasets (:meth:`PipelineStore.register`: rows added or updated,
 rows of that pipeline no longer defined removed), then records each dataset's outcome as it
-finishes (:meth:`PipelineStore.record`). A dataset name belongs to one pipeline: registering
-a name another pipeline holds moves it (the last project run defines it, as the tables
-themselves are shared).
+finishes (:meth:`PipelineStore.record`, which logs the outcome's event in the same
+transaction; the run's own start and end are logged by :meth:`PipelineStore.log`). A
+dataset name belongs to one pipeline: registering a name another pipeline holds moves it
+(the last project run defines it, as the tables themselves are shared).
 
 Each method owns its transaction; typed records (:class:`PipelineDataset`) go in and come
 out, never ORM rows.
@@ -16,10 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 from sqlalchemy import select
 
 from sparkmv.catalog.database import Database
+from sparkmv.catalog.events import Event, EventStore
 from sparkmv.catalog.models import PipelineDatasetRow
 from sparkmv.names import ObjectName
 
@@ -113,9 +116,12 @@ class PipelineStore:
                 if key not in existing:
                     s.add(row)
 
-    def record(self, pipeline: str, outcome: PipelineDataset) -> None:
+    def record(self, pipeline: str, outcome: PipelineDataset, run_id: int | None = None) -> None:
         """Store the outcome of one dataset's run (state, technique, reason, rows, times);
-        a dataset not registered is registered with it.
+        a dataset not registered is registered with it. The outcome's event
+        (:data:`DATASET_EVENTS`: ``dataset_refreshed``, ``dataset_failed``, ...) is logged in
+        the same transaction; ``run_id``: the refresh run behind it (None for a Python
+        dataset or one not run).
 
         Raises:
             CatalogError: when the catalog database fails.
@@ -138,6 +144,17 @@ class PipelineStore:
             row.last_reason = reason if reason is None or len(reason) <= REASON_CHARS else reason[:REASON_CHARS]
             row.rows, row.last_run_start, row.last_run_end = outcome.rows, outcome.last_run_start, outcome.last_run_end
             row.updated_at = _now()
+            EventStore.add(s, _dataset_event(pipeline, outcome, run_id))
+
+    def log(self, pipeline: str, event_type: str, level: str, message: str, **details: Any) -> None:
+        """Log one event of the pipeline itself (``pipeline_started``, ``pipeline_ended``),
+        in its own transaction.
+
+        Raises:
+            CatalogError: when the catalog database fails.
+        """
+        with self.db.transaction() as s:
+            EventStore.add(s, Event(event_type, level, message, pipeline=pipeline, details=details))
 
     def list(self, pipeline: str | None = None) -> list[PipelineDataset]:
         """The datasets (of ``pipeline`` when given), by pipeline then name."""
@@ -148,3 +165,34 @@ class PipelineStore:
             stmt = stmt.where(PipelineDatasetRow.pipeline == pipeline)
         with self.db.read() as s:
             return [_record(r) for r in s.scalars(stmt)]
+
+
+DATASET_EVENTS = {
+    "SUCCESS": ("dataset_refreshed", "INFO"),
+    "SKIPPED": ("dataset_skipped", "INFO"),
+    "FAILED": ("dataset_failed", "ERROR"),
+    "NOT RUN": ("dataset_not_run", "WARN"),
+    "EXCLUDED": ("dataset_excluded", "INFO"),
+}
+"""A dataset's outcome in a pipeline run -> its event type and level."""
+
+
+def _dataset_event(pipeline: str, outcome: PipelineDataset, run_id: int | None) -> Event:
+    event_type, level = DATASET_EVENTS.get(outcome.last_state or "", ("dataset_finished", "INFO"))
+    seconds = None
+    if outcome.last_run_start is not None and outcome.last_run_end is not None:
+        seconds = round((outcome.last_run_end - outcome.last_run_start).total_seconds(), 3)
+    words = " ".join(w for w in (outcome.last_state, outcome.last_technique) if w)
+    message = f"{outcome.name.display} ({outcome.kind}, {outcome.source}) {words}"
+    if outcome.last_reason:
+        message += f": {outcome.last_reason}"
+    details = {
+        "state": outcome.last_state,
+        "technique": outcome.last_technique,
+        "reason": outcome.last_reason,
+        "rows": outcome.rows,
+        "seconds": seconds,
+        "kind": outcome.kind,
+        "source": outcome.source,
+    }
+    return Event(event_type, level, message, outcome.name.display, run_id, pipeline, details)

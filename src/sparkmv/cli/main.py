@@ -229,13 +229,18 @@ def runs(
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="Newest runs to list (1 to 10000).")] = 50,
     format: FormatOption = OutputFormat.TABLE,
 ) -> None:
-    """The refresh runs of one object, newest first, and the chunks of the newest run that has any."""
-    from sparkmv.cli.render import chunk_rows, run_rows
+    """The refresh runs of one object, newest first, their expectations' results (rows passed
+    and failed per run), and the chunks of the newest run that has any."""
+    from sparkmv.cli.render import chunk_rows, expectation_rows, run_rows
 
     client = state.client()
     all_runs = client.runs(name, limit)
     cols, rows = run_rows(all_runs)
     _print_rows(cols, rows, format, title=f"refresh runs of {name}")
+    results = client.expectation_results(name, [r.run_id for r in all_runs])
+    if results:
+        cols, rows = expectation_rows(results)
+        _print_rows(cols, rows, format, title=f"expectations of {name}")
     with_chunks = [r for r in all_runs if r.chunks_planned > 0]
     if chunks and with_chunks:
         newest = with_chunks[0]  # skipped runs have no chunks: show the newest that has
@@ -353,10 +358,14 @@ def jvm_archive(
 
 
 def _add_pipeline_commands() -> None:
-    """``sparkmv pipeline ...`` (in :mod:`sparkmv.cli.pipeline`)."""
+    """``sparkmv pipeline ...`` (in :mod:`sparkmv.cli.pipeline`) and ``sparkmv events``
+    (:mod:`sparkmv.cli.events`)."""
     from sparkmv.cli.pipeline import pipeline_app
 
     app.add_typer(pipeline_app, name="pipeline")
+    from sparkmv.cli.events import events_command
+
+    app.command("events")(events_command)
 
 
 _add_pipeline_commands()

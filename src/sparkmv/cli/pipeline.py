@@ -4,7 +4,9 @@ Options as ``spark-pipelines``: ``--spec PATH`` (default: the spec found from th
 directory upward), ``--full-refresh NAMES``, ``--full-refresh-all``, ``--refresh NAMES``
 (comma-separated, repeatable). A bad spec or definition is one ``error:`` line naming the
 file (exit 1) before anything is written; conflicting options are a usage error (exit 2); a
-run in which a dataset failed exits 1 after its report.
+run in which a dataset failed exits 1 after its report. Under each dataset's report line,
+``pipeline run`` prints that dataset's lines of the event log (``sparkmv.pipeline_events``):
+its expectations' results and its errors.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ import typer
 from sparkmv.errors import SparkMvError
 
 if TYPE_CHECKING:
+    from sparkmv.catalog.events import Event
+    from sparkmv.client.client import Client
     from sparkmv.pipeline.project import Project
     from sparkmv.pipeline.results import DatasetResult
 
@@ -78,9 +82,13 @@ def run_command(
     if pending.needs_spark:  # the JVM starts while the first dataset plans
         client.runtime.start_spark_in_background(quick_start=pending.quick_start)
 
+    log = EventFollower(client, project.spec.name)
+
     def report(r: DatasetResult) -> None:
         client.runtime.wait_for_spark()  # Spark's start sends this process's output to its log
         _print_result(r)
+        for line in log.lines_of(r.name.display):
+            console.print(f"    {line}", highlight=False, markup=False, soft_wrap=True)
 
     try:
         result = run_pipeline(client, project, full_set, full_refresh_all, only_set, on_result=report)
@@ -96,6 +104,29 @@ def run_command(
         failed = next(r for r in result.results if r.state == "FAILED")
         where = project.graph.datasets[failed.name].where
         raise SparkMvError(f"pipeline {project.spec.name} FAILED: {failed.name.display} ({where}): {failed.reason}")
+
+
+class EventFollower:
+    """The event log's lines of one pipeline run that ``sparkmv pipeline run`` prints under
+    each dataset's report line: its expectation results and its warnings and errors (events
+    with an id above the log's newest when the run started, each printed once)."""
+
+    SHOWN = frozenset({"expectation", "run_failed", "run_cancelled", "run_recovered", "run_abandoned"})
+
+    def __init__(self, client: Client, pipeline: str) -> None:
+        self.client, self.pipeline = client, pipeline
+        self.after = max((e.id or 0 for e in client.events(limit=1)), default=0)
+        self.pending: list[Event] = []
+
+    def lines_of(self, dataset: str) -> list[str]:
+        """The new lines of ``dataset``: ``<type>: <message>``, in the order logged."""
+        new = self.client.events(self.pipeline, after_id=self.after)
+        if new:
+            self.after = max(e.id or 0 for e in new)
+        self.pending += [e for e in new if e.event_type in self.SHOWN]
+        mine = [e for e in self.pending if e.dataset == dataset]
+        self.pending = [e for e in self.pending if e.dataset != dataset]
+        return [f"{e.event_type}: {e.message}" for e in mine]
 
 
 def _print_result(r: DatasetResult) -> None:

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 if TYPE_CHECKING:
+    from sparkmv.catalog.expectations import ExpectationResult
     from sparkmv.catalog.pipelines import PipelineDataset
     from sparkmv.client.client import Client, StatementResult
     from sparkmv.refresh.result import RefreshRun
@@ -129,6 +130,13 @@ def run_rows(runs: list[RefreshRun]) -> tuple[list[str], list[list[Any]]]:
         ]
         for r in runs
     ]
+    return cols, rows
+
+
+def expectation_rows(results: list[ExpectationResult]) -> tuple[list[str], list[list[Any]]]:
+    """Columns and rows of the expectations' results in ``sparkmv runs``, newest run first."""
+    cols = ["run", "expectation", "action", "rows passed", "rows failed", "condition"]
+    rows = [[r.run_id, r.expectation, r.action, r.rows_passed, r.rows_failed, r.condition] for r in results]
     return cols, rows
 
 

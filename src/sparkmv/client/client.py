@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ControlCommand, ObjectKind, RefreshState, RunState, Trigger
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
     from sparkmv.analysis.rewrite import RewriteResult
+    from sparkmv.catalog.events import Event
+    from sparkmv.catalog.expectations import ExpectationResult
     from sparkmv.catalog.pipelines import PipelineDataset
     from sparkmv.refresh.lifecycle import ProgressCallback
     from sparkmv.refresh.passes import PassResult
@@ -331,6 +334,26 @@ class Client:
         with self.runtime.catalog.read() as s:
             row = self.runtime.catalog.objects.get(s, obj)
             return [RefreshRun.from_row(r) for r in self.runtime.catalog.runs.list(s, row.id, limit)]
+
+    def events(
+        self,
+        pipeline: str | None = None,
+        since: datetime | None = None,
+        after_id: int = 0,
+        limit: int | None = None,
+    ) -> list[Event]:
+        """Events of the event log (``sparkmv.pipeline_events``) in the order they happened:
+        of ``pipeline`` when given, at or after ``since`` (UTC, naive), with an id above
+        ``after_id`` (to follow the log); ``limit``: the newest that many."""
+        with self.runtime.catalog.read() as s:
+            return self.runtime.catalog.events.list(s, pipeline, since, after_id, limit=limit)
+
+    def expectation_results(self, name: str, run_ids: Sequence[int] | None = None) -> list[ExpectationResult]:
+        """The expectation results of dataset ``name`` (of the runs ``run_ids`` when given),
+        newest first: expectation, action, condition, rows passed and failed, run id."""
+        display = ObjectName.parse(name).display
+        with self.runtime.catalog.read() as s:
+            return self.runtime.catalog.expectations.list(s, display, run_ids)
 
     def chunks(self, run_id: int) -> list[dict[str, Any]]:
         """Progress rows of one run: chunk id, partitions, completed, rows, files, attempts."""

@@ -1,6 +1,8 @@
 """System tables readable with SELECT: ``sparkmv.materialized_views``, ``sparkmv.task_runs``,
 ``sparkmv.refresh_progress``, ``sparkmv.refresh_table_state``, ``sparkmv.tasks``,
-``sparkmv.rewrite_log``, ``sparkmv.tables``.
+``sparkmv.rewrite_log``, ``sparkmv.tables``, ``sparkmv.pipeline_datasets``, ``sparkmv.cost_model``,
+and those of :mod:`sparkmv.client.event_tables` (``sparkmv.expectations``,
+``sparkmv.pipeline_events``).
 
 Each is built from the catalog when a query names it: rows in plain Python (no Spark), made
 a Spark DataFrame with a fixed schema when a query needs Spark (column names are a contract).
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from sparkmv.catalog import ObjectKind
 from sparkmv.catalog.models import ObjectRow
+from sparkmv.client import event_tables
 from sparkmv.names import ObjectName
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.services.status import statuses
@@ -456,6 +459,8 @@ SYSTEM_TABLES: dict[str, tuple[SystemSchema, Callable[[Runtime], list[tuple[Any,
     "tables": (TABLES, _tables_rows),
     "pipeline_datasets": (PIPELINE_DATASETS, pipeline_datasets_rows),
     "cost_model": (COST_MODEL, cost_model_rows),
+    "expectations": (_schema(*event_tables.EXPECTATIONS_COLUMNS), event_tables.expectations_rows),
+    "pipeline_events": (_schema(*event_tables.PIPELINE_EVENTS_COLUMNS), event_tables.pipeline_events_rows),
 }
 
 

@@ -166,6 +166,12 @@ JOIN customer c ON c.c_custkey = o.o_custkey
 GROUP BY o.o_ordermonth, c.c_mktsegment
 """.strip()
 
+VALID_LINES_1995 = """
+SELECT l_shipmonth, l_orderkey, l_linenumber, l_quantity, l_extendedprice
+FROM lineitem
+WHERE l_shipmonth BETWEEN '1995-01' AND '1995-12'
+""".strip()
+
 DEMO_MVS = {
     "q1_pricing_summary": (
         "l_shipmonth",
@@ -175,6 +181,14 @@ DEMO_MVS = {
     "revenue_by_shipmode": ("l_shipmonth", REVENUE_BY_SHIPMODE, {}),
     "segment_revenue": ("o_ordermonth", SEGMENT_REVENUE, {}),
 }
+
+# An MV with expectations: its DROP ROW expectations keep the rows an outside writer appends
+# with a negative quantity out of it.
+DEMO_EXPECTATION_MVS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "valid_lines_1995": ("l_shipmonth", VALID_LINES_1995, {}),
+}
+# The expectations of demo MVs (name -> (expectation, condition)), all ON VIOLATION DROP ROW.
+DEMO_EXPECTATIONS: dict[str, list[tuple[str, str]]] = {"valid_lines_1995": [("positive_quantity", "l_quantity > 0")]}
 
 # An MV over an MV (nested): it follows its base MV's Iceberg snapshots, also through the
 # retractions of a PCT refresh of the base MV (a signed change: DESIGN.md, "change log").

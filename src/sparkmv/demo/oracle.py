@@ -136,6 +136,21 @@ def compare_mv(client: Client, mv: str, query: str, duck_query: str | None = Non
     return cmp
 
 
+def oracle_rows(client: Client, query: str) -> list[tuple[Any, ...]]:
+    """The rows of ``query`` (Spark SQL) computed by DuckDB over the base tables it names,
+    read as :func:`compare_mv` reads them (normalized, in DuckDB's order).
+
+    Raises:
+        SparkMvError: DuckDB missing, or a base table of a kind the oracle cannot read.
+    """
+    con = require_duckdb().connect()
+    try:
+        con.execute("SET TimeZone = 'UTC'")
+        return [normalize_row(r) for r in con.execute(_bind_query(client, con, query, "spark")).fetchall()]
+    finally:
+        con.close()
+
+
 def _differences(a: list[tuple[Any, ...]], b: list[tuple[Any, ...]]) -> tuple[list[Any], list[Any]]:
     """The multiset differences (a - b, b - a); rows left over by the exact comparison are
     then paired when every value is :func:`close` (Spark's DECIMAL average is rounded to 6

@@ -11,16 +11,25 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.table import Table
 
 from sparkmv.client.client import Client
-from sparkmv.demo.data import DEMO_MVS, DEMO_NESTED_MVS, TpchLayout, prepare
+from sparkmv.demo.data import (
+    DEMO_EXPECTATION_MVS,
+    DEMO_EXPECTATIONS,
+    DEMO_MVS,
+    DEMO_NESTED_MVS,
+    TpchLayout,
+    prepare,
+)
 from sparkmv.demo.oracle import Comparison, compare_mv, require_duckdb
 
 # Every MV of the demo, in refresh order: the nested ones after the MVs they read.
-ALL_MVS = {**DEMO_MVS, **DEMO_NESTED_MVS}
+ALL_MVS = {**DEMO_MVS, **DEMO_EXPECTATION_MVS, **DEMO_NESTED_MVS}
 
 
 def difference(client: Client, mv: str, query: str) -> Comparison:
@@ -37,6 +46,9 @@ def check_all(client: Client, console: Console) -> bool:
     """Compare every demo MV with its query computed by DuckDB; prints OK or the difference."""
     ok = True
     for name, (_part, query, _props) in ALL_MVS.items():
+        conditions = [f"({c})" for _, c in DEMO_EXPECTATIONS.get(name, [])]
+        if conditions:  # the MV holds the rows its DROP ROW expectations keep
+            query = f"SELECT * FROM ({query}) AS q WHERE {' AND '.join(conditions)}"
         cmp = difference(client, name, query)
         if cmp.ok:
             console.print(f"check {name}: [green]OK[/green] ({cmp.rows} rows, equal to DuckDB's result)")
@@ -62,7 +74,13 @@ def create_objects(client: Client, layout: TpchLayout) -> None:
         prop_sql = ""
         if props:
             prop_sql = " PROPERTIES (" + ", ".join(f"'{k}' = '{v}'" for k, v in props.items()) + ")"
-        client.sql(f"CREATE MATERIALIZED VIEW {name} PARTITION BY {part} REFRESH DEFERRED{prop_sql} AS {query}")
+        rules = ", ".join(
+            f"CONSTRAINT {e} EXPECT ({c}) ON VIOLATION DROP ROW" for e, c in DEMO_EXPECTATIONS.get(name, [])
+        )
+        constraints = f" ({rules})" if rules else ""
+        client.sql(
+            f"CREATE MATERIALIZED VIEW {name}{constraints} PARTITION BY {part} REFRESH DEFERRED{prop_sql} AS {query}"
+        )
 
 
 def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Console) -> bool:
@@ -83,10 +101,13 @@ def run_demo(client: Client, scale_factor: float, data_dir: Path, console: Conso
     month = "1995-06"
     target = layout.lineitem / f"l_shipmonth={month}"
     appended = target / "demo-append.parquet"
-    sample = pq.read_table(sorted(target.glob("*.parquet"))[0]).slice(0, 100)
+    sample = _with_bad_quantities(pq.read_table(sorted(target.glob("*.parquet"))[0]).slice(0, 100), BAD_ROWS)
     pq.write_table(sample, appended)
     try:
-        console.print(f"\nan outside writer appended {sample.num_rows} rows to lineitem partition l_shipmonth={month}")
+        console.print(
+            f"\nan outside writer appended {sample.num_rows} rows to lineitem partition l_shipmonth={month}, "
+            f"{BAD_ROWS} of them with a negative l_quantity"
+        )
         ok = _refresh_and_check(client, console) and ok
         # The same writer deletes them again: the MVs over lineitem refresh the one month
         # (a removed Parquet file has no change log), the nested MV applies the retractions
@@ -116,6 +137,7 @@ def _refresh_and_check(client: Client, console: Console) -> bool:
         if run.error:
             console.print(f"  error: {run.error}")
         _show_candidates(run.candidates, run.reason, console)
+        _show_expectations(client, run.run_id, console)
     _show_status(client, console)
     return check_all(client, console) and ok
 
@@ -134,6 +156,29 @@ def _show_candidates(candidates: list[dict[str, Any]], reason: str | None, conso
         estimate = "-" if size is None else f"{size / 1024 / 1024:.2f} MiB"
         table.add_row(c["mode"], "yes" if c["eligible"] else "no", estimate, "*" if c["chosen"] else "", c["reason"])
     console.print(table)
+
+
+BAD_ROWS = 7
+"""Rows of the demo's outside append given a negative quantity (dropped by an expectation)."""
+
+
+def _with_bad_quantities(rows: pa.Table, bad: int) -> pa.Table:
+    """``rows`` with the ``l_quantity`` of its first ``bad`` rows negated (bad data)."""
+    index = rows.schema.get_field_index("l_quantity")
+    column = rows.column(index)
+    negated = pa.concat_arrays([pc.negate(column.slice(0, bad)).combine_chunks(), column.slice(bad).combine_chunks()])
+    return rows.set_column(index, rows.schema.field(index), negated)
+
+
+def _show_expectations(client: Client, run_id: int, console: Console) -> None:
+    """The expectations' counts of run ``run_id`` (``sparkmv.expectations``)."""
+    with client.runtime.catalog.read() as s:
+        results = client.runtime.catalog.expectations.list(s, run_ids=[run_id])
+    for r in results:
+        verb = "dropped" if r.action == "drop" else "failed"
+        console.print(
+            f"  expectation {r.expectation} ({r.condition}): {r.rows_passed} rows passed, {r.rows_failed} {verb}"
+        )
 
 
 def _show_status(client: Client, console: Console) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from sparkmv.analysis.expectations import Expectation
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 
@@ -74,6 +75,9 @@ class Dataset:
             (:mod:`sparkmv.pipeline.sql_flows`).
         auto_cdc: an AUTO CDC flow (:class:`sparkmv.pipeline.auto_cdc.AutoCdcFlow`), on the
             flow as defined and, once folded, on its streaming table.
+        expectations: its data-quality rules in the order written (SQL ``CONSTRAINT name
+            EXPECT (...)`` in the column list, Python ``@dp.expect...``), checked when the
+            project loads.
     """
 
     name: ObjectName
@@ -97,6 +101,7 @@ class Dataset:
     options: dict[str, str] = field(default_factory=dict)
     flow_queries: list[Dataset] = field(default_factory=list)
     auto_cdc: Any = None
+    expectations: list[Expectation] = field(default_factory=list)
 
     @property
     def is_python(self) -> bool:

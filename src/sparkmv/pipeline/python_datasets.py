@@ -93,7 +93,7 @@ def run_python_table(
             return DatasetResult(ds.name, "python", refreshed.state, refreshed.mode, refreshed.reason, refreshed.rows)
         else:
             refreshed = refresh_streaming_table(
-                client, ds.name, frames, storage, force, ds.partition_by, ds.cluster_by, feeds
+                client, ds.name, frames, storage, force, ds.partition_by, ds.cluster_by, feeds, ds.expectations
             )
     finally:
         for view in bound:

@@ -18,7 +18,12 @@ decorators declare becomes datasets:
   SQL with ``CREATE STREAMING TABLE name``); its function must return a streaming DataFrame;
 - ``@dp.temporary_view``: a temporary view;
 - ``dp.create_sink(name, format, options)``: a sink fed by ``@dp.append_flow(target=name)``
-  (:mod:`sparkmv.pipeline.python_sinks`).
+  (:mod:`sparkmv.pipeline.python_sinks`);
+- ``@dp.expect``, ``@dp.expect_or_drop``, ``@dp.expect_or_fail``, ``@dp.expect_all``,
+  ``@dp.expect_all_or_drop``, ``@dp.expect_all_or_fail`` (Databricks' expectations, which
+  sparkmv adds to ``pyspark.pipelines`` while the file runs: :mod:`sparkmv.pipeline.python_expect`)
+  on a materialized view's or table's query function: its ``Dataset.expectations`` (refused on
+  a temporary view or an append flow).
 
 ``partition_cols`` (the first column), ``cluster_by`` (the table's sort order: a layout hint) and
 ``schema`` (a DDL string or ``StructType``: :mod:`sparkmv.pipeline.python_schema`) are kept;
@@ -38,6 +43,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from sparkmv.analysis.expectations import Expectation, check_expectations
+from sparkmv.errors import AnalysisError
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import (
     FLOW,
@@ -49,6 +56,7 @@ from sparkmv.pipeline.model import (
     PipelineDefinitionError,
     PythonFlow,
 )
+from sparkmv.pipeline.python_expect import expectations_of_function, installed
 
 
 def load_python_file(path: Path, namespace: str, root: Path) -> list[Dataset]:
@@ -65,7 +73,7 @@ def load_python_file(path: Path, namespace: str, root: Path) -> list[Dataset]:
     if module_spec is None or module_spec.loader is None:
         raise PipelineDefinitionError(f"{path}: cannot be loaded as a Python module")
     module = importlib.util.module_from_spec(module_spec)
-    with _cwd(root), graph_element_registration_context(registry):
+    with _cwd(root), graph_element_registration_context(registry), installed():
         try:
             module_spec.loader.exec_module(module)
         except TypeError as exc:
@@ -143,6 +151,7 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
             raise PipelineDefinitionError(f"{where}: {type(output).__name__} {output.name}: not supported")
         name = _name(output.name, namespace, where)
         ds = Dataset(name, kind, path, line, function=flow.func if flow else None, comment=output.comment)
+        ds.expectations = _expectations(ds, flow.func if flow else None, where)
         if kind != TEMPORARY_VIEW:
             _table_options(ds, output, where)
         if kind == STREAMING_TABLE:
@@ -153,7 +162,9 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
         line = flow.source_code_location.line_number or 1
         where = f"{path}:{line}"
         target = _name(flow.target, namespace, where)
-        out.append(Dataset(_name(flow.name, namespace, where), FLOW, path, line, function=flow.func, target=target))
+        ds = Dataset(_name(flow.name, namespace, where), FLOW, path, line, function=flow.func, target=target)
+        _expectations(ds, flow.func, where)
+        out.append(ds)
     for cdc in registry.cdc_flows:  # dp.create_auto_cdc_flow: sparkmv.pipeline.auto_cdc
         from sparkmv.pipeline.auto_cdc import from_pyspark
 
@@ -163,6 +174,28 @@ def _datasets(path: Path, registry: Any, namespace: str) -> list[Dataset]:
             Dataset(_name(flow.name, namespace, flow.where), FLOW, path, line, target=flow.target, auto_cdc=flow)
         )
     return out
+
+
+def _expectations(ds: Dataset, function: Any, where: str) -> list[Expectation]:
+    """The expectations the ``@dp.expect...`` decorators put on ``ds``'s query ``function``
+    (:mod:`.python_expect`), checked.
+
+    Raises:
+        PipelineDefinitionError: ``<where>: ...``: expectations on a temporary view or on an
+            ``@dp.append_flow``, or one :func:`check_expectations` refuses.
+    """
+    expectations = expectations_of_function(function)
+    if expectations and ds.kind in (TEMPORARY_VIEW, FLOW):
+        put = "a temporary view" if ds.kind == TEMPORARY_VIEW else "an @dp.append_flow"
+        raise PipelineDefinitionError(
+            f"{where}: {ds.kind} {ds.name.display}: expectations on {put} are not supported by sparkmv pipeline "
+            "(put them on the dataset: @dp.materialized_view or @dp.table)"
+        )
+    try:
+        check_expectations(ds.name.display, expectations)
+    except AnalysisError as exc:
+        raise PipelineDefinitionError(f"{where}: {exc}") from None
+    return expectations
 
 
 def _sink(output: Any, namespace: str, path: Path, line: int) -> Dataset:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -38,6 +39,8 @@ from typing import TYPE_CHECKING, Any
 
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.pipeline.python_expect import expectations_of_function
+from sparkmv.refresh.expectations import ExpectationCheck
 from sparkmv.storage import warehouse
 
 if TYPE_CHECKING:
@@ -80,7 +83,8 @@ def ensure_not_sparkmv_object(client: Client, name: ObjectName) -> None:
 
 def fingerprint(df: DataFrame, function: Any) -> tuple[str, str | None]:
     """The input fingerprint of ``df`` and, when the inputs are not only files, why it can
-    never be trusted (then the MV is always recomputed)."""
+    never be trusted (then the MV is always recomputed). The expectations ``function``
+    carries (``@dp.expect...``) are part of it: changing them recomputes the MV."""
     digest = hashlib.sha256()
     untrusted: str | None = None
     jdf = getattr(df, "_jdf", None)
@@ -98,6 +102,9 @@ def fingerprint(df: DataFrame, function: Any) -> tuple[str, str | None]:
         digest.update(inspect.getsource(function).encode())
     except (OSError, TypeError):
         digest.update(repr(function).encode())
+    expectations = expectations_of_function(function)
+    if expectations:  # none: the fingerprint of a dataset without expectations stays as it was
+        digest.update(json.dumps([e.to_json() for e in expectations]).encode())
     for path in sorted(df.inputFiles()):
         info = warehouse.stat(path)
         digest.update(f"\n{path} {info.size} {info.mtime_ns}".encode())
@@ -144,19 +151,33 @@ def refresh_python_mv(
     df = normalize_for_iceberg(df)
     fp, untrusted = fingerprint(df, function)
     schema = spark_to_arrow(df.schema)
+    check = ExpectationCheck(name.display, expectations_of_function(function))
     reason = "created"
     recomputed = f"recomputed whole: {why}" if why else WHY_NOT_INCREMENTAL
     if was_mv is not None:
         head = f"no longer kept as a SQL materialized view ({why or 'its plan is not translatable'})"
-        return _replace_table(client, name, df, schema, fp, partition_by, head, was_mv)
+        return _recorded(
+            client, name, check, _replace_table(client, name, df, schema, fp, partition_by, head, was_mv, check)
+        )
     if store.exists(name):
         table = store.load(name)
         current = table.current_snapshot()
         stored = current.summary.get(FINGERPRINT_PROPERTY) if current and current.summary else None
         if table.schema().as_arrow().names != schema.names:
-            return _replace_table(client, name, df, schema, fp, partition_by, "its columns changed")
+            return _recorded(
+                client,
+                name,
+                check,
+                _replace_table(client, name, df, schema, fp, partition_by, "its columns changed", None, check),
+            )
         if store.partition_column(table) != partition_by:
-            return _replace_table(client, name, df, schema, fp, partition_by, "its partition column changed")
+            why_replaced = "its partition column changed"
+            return _recorded(
+                client,
+                name,
+                check,
+                _replace_table(client, name, df, schema, fp, partition_by, why_replaced, None, check),
+            )
         if force:
             reason = "full refresh requested"
         elif untrusted:
@@ -170,9 +191,21 @@ def refresh_python_mv(
     if not store.exists(name):
         store.create_table(name, schema, partition_by)
     table = store.load(name)
-    files = _write(df, warehouse.join(table.location(), "data", f"pipeline-{uuid.uuid4().hex}"), partition_by)
+    files = _write(df, warehouse.join(table.location(), "data", f"pipeline-{uuid.uuid4().hex}"), partition_by, check)
     store.publish(name, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
-    return PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name)))
+    return _recorded(client, name, check, PythonRefresh("SUCCESS", "FULL", reason, table_rows(store.load(name))))
+
+
+def _recorded(client: Client, name: ObjectName, check: ExpectationCheck, refreshed: PythonRefresh) -> PythonRefresh:
+    """Store the expectations' results of a refresh that wrote ``name`` (no run id: the
+    table is kept outside the run lifecycle) with their events; ``refreshed`` unchanged."""
+    if check:
+        from sparkmv.refresh import run_events
+
+        catalog = client.runtime.catalog
+        with catalog.transaction() as s:
+            run_events.expectations(s, catalog, name, None, check.results())
+    return refreshed
 
 
 def _replace_table(
@@ -184,6 +217,7 @@ def _replace_table(
     partition_by: str | None,
     why: str,
     mv_id: int | None = None,
+    check: ExpectationCheck | None = None,
 ) -> PythonRefresh:
     """Write ``df`` (Arrow ``schema``, partitioned by ``partition_by``) as a new table under a
     hidden name and swap it in for Python MV ``name`` in one catalog transaction; the old
@@ -206,7 +240,7 @@ def _replace_table(
     store.create_table(hidden, schema, partition_by)
     try:
         location = store.load(hidden).location()
-        files = _write(df, warehouse.join(location, "data", f"pipeline-{uuid.uuid4().hex}"), partition_by)
+        files = _write(df, warehouse.join(location, "data", f"pipeline-{uuid.uuid4().hex}"), partition_by, check)
         store.publish(hidden, 0, files, None, extra_properties={FINGERPRINT_PROPERTY: fp})
         replaces = mv_id is not None or store.exists(name)  # not in the transaction: pyiceberg would wait on its lock
         with client.runtime.catalog.transaction() as s:
@@ -267,15 +301,32 @@ def replace_plain_table(client: Client, statement: str) -> Any:
     return replace_materialized_view(client.runtime, stmt, plain_table=True).run
 
 
-def _write(df: DataFrame, directory: str, partition_by: str | None = None) -> list[str]:
+def _write(
+    df: DataFrame, directory: str, partition_by: str | None = None, check: ExpectationCheck | None = None
+) -> list[str]:
     """Write ``df`` as Parquet files into ``directory`` (one file per value of
-    ``partition_by``, the column kept inside the files); their locations."""
+    ``partition_by``, the column kept inside the files); their locations. ``check``: the
+    dataset's expectations, applied to the rows written.
+
+    Raises:
+        ExpectationFailedError: a ``fail`` expectation saw a violating row (nothing kept).
+    """
+    if check:
+        df = check.apply(df)
     if partition_by:
         from sparkmv.storage.files import write_staged
 
-        return sorted(write_staged(df, directory, partition_by).files)
-    df.write.mode("errorifexists").parquet(warehouse.spark_path(directory))
-    return sorted(f.path for f in warehouse.list_files(directory) if f.name.endswith(".parquet"))
+        files = sorted(write_staged(df, directory, partition_by).files)
+    else:
+        df.write.mode("errorifexists").parquet(warehouse.spark_path(directory))
+        files = sorted(f.path for f in warehouse.list_files(directory) if f.name.endswith(".parquet"))
+    if check:
+        try:
+            check.detail()
+        except BaseException:
+            warehouse.remove_tree(directory)
+            raise
+    return files
 
 
 def table_rows(table: Any) -> int | None:

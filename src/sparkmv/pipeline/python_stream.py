@@ -49,10 +49,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from sparkmv.analysis.expectations import Expectation
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import PythonFlow
 from sparkmv.pipeline.python_mv import PythonRefresh, ensure_not_sparkmv_object, table_rows
+from sparkmv.refresh.expectations import ExpectationCheck
 from sparkmv.storage import warehouse
 
 if TYPE_CHECKING:
@@ -113,11 +115,13 @@ def refresh_streaming_table(
     partition_by: str | None = None,
     sort: Sequence[str] = (),
     feeds: Mapping[str, list[Feed]] | None = None,
+    expectations: Sequence[Expectation] = (),
 ) -> PythonRefresh:
     """Append the new rows of every flow's stream to streaming table ``name`` (rules in the
     module docstring); ``checkpoints``: :func:`checkpoint_root`; ``partition_by``: its
     partition column, ``sort``: its sort columns; ``feeds``: per flow, the feeds its stream
-    reads (exported before the flow runs).
+    reads (exported before the flow runs); ``expectations``: applied to each micro-batch
+    (:class:`~sparkmv.refresh.expectations.ExpectationCheck`; counted over the new rows).
 
     Raises:
         SparkMvError: the name is another sparkmv object; a flow returns a batch DataFrame;
@@ -154,6 +158,7 @@ def refresh_streaming_table(
         state = StreamState(str(table.metadata.table_uuid).replace("-", ""), {})
     root = warehouse.join(checkpoints, name.qualified, state.epoch)
     staged: dict[str, list[str]] = {}
+    check = ExpectationCheck(name.display, expectations)
     for flow, df in frames:
         committed = state.batches.get(flow.name, -1)
         checkpoint = warehouse.join(root, flow.name)
@@ -166,13 +171,20 @@ def refresh_streaming_table(
         try:
             for feed in (feeds or {}).get(flow.name, []):
                 feed.export(client, force or reason is not None or old is None)
-            _run_stream(df.select(*[f"`{c}`" for c in columns]), checkpoint, staging, committed, partition_by, sort)
+            selected = df.select(*[f"`{c}`" for c in columns])
+            _run_stream(selected, checkpoint, staging, committed, partition_by, sort, check)
         except Exception as exc:
             if reason is not None:  # created by this run: left as it was before, no table
                 _drop(client, name, checkpoints)
             raise streaming_error(flow, exc) from exc
         staged[flow.name], state.batches[flow.name] = _staged(staging, committed)
-    return _commit(client, name, state, staged, force, checkpoints, reason)
+    refreshed = _commit(client, name, state, staged, force, checkpoints, reason)
+    if check:
+        from sparkmv.refresh import run_events
+
+        with client.runtime.catalog.transaction() as s:
+            run_events.expectations(s, client.runtime.catalog, name, None, check.results())
+    return refreshed
 
 
 def _streaming(name: ObjectName, flow: PythonFlow, df: DataFrame) -> DataFrame:
@@ -230,11 +242,18 @@ def _layout(store: Any, name: ObjectName) -> tuple[list[str], str | None, list[s
 
 
 def _run_stream(
-    df: DataFrame, checkpoint: str, staging: str, committed: int, partition_by: str | None, sort: Sequence[str]
+    df: DataFrame,
+    checkpoint: str,
+    staging: str,
+    committed: int,
+    partition_by: str | None,
+    sort: Sequence[str],
+    check: ExpectationCheck | None = None,
 ) -> None:
     """Run ``df`` until every row available now is processed; each micro-batch written as
     Parquet to ``<staging>/batch-<id>`` (batch ids at or below ``committed`` are skipped),
-    one file per value of ``partition_by``, sorted by ``sort``."""
+    one file per value of ``partition_by``, sorted by ``sort``; ``check``: expectations
+    applied to each batch (a ``fail`` violation fails the stream at that batch)."""
     from sparkmv.storage.files import write_staged
 
     spark_staging = warehouse.spark_path(staging)
@@ -242,10 +261,14 @@ def _run_stream(
     def write_batch(batch: DataFrame, batch_id: int) -> None:  # runs on the driver (or Connect's server)
         if batch_id <= committed:
             return
+        if check:
+            batch = check.apply(batch)
         if partition_by or sort:
             write_staged(batch, warehouse.join(staging, f"batch-{batch_id}"), partition_by, cluster_by=sort)
         else:
             batch.write.mode("overwrite").parquet(f"{spark_staging}/batch-{batch_id}")
+        if check:
+            check.detail()
 
     run_available_now(df, write_batch, checkpoint)
 

@@ -45,4 +45,4 @@ def record_result(client: Client, project: Project, result: DatasetResult) -> No
         result.started,
         result.finished,
     )
-    client.runtime.catalog.pipelines.record(project.spec.name, outcome)
+    client.runtime.catalog.pipelines.record(project.spec.name, outcome, result.run_id)

@@ -3,12 +3,13 @@ order through sparkmv (a streaming table is an MV over the union of its flows,
 :mod:`sparkmv.pipeline.flows`).
 
 A SQL materialized view is an ordinary sparkmv MV: created (``REFRESH DEFERRED``, then built
-by a refresh run) when missing; when its stored query or partition column differs from the
-definition, replaced atomically: the new definition is built under a hidden name while the
-old MV stays readable, then swapped in by one catalog transaction (``CREATE OR REPLACE``,
-:mod:`sparkmv.services.replace`; a failed build leaves the old MV as it was); otherwise
-refreshed by ``Client.refresh`` — AUTO picks SKIP, PCT, INCREMENTAL or FULL and says why;
-``--full-refresh`` forces a refresh of every partition. ``TBLPROPERTIES`` keys
+by a refresh run) when missing; when its stored query, partition column or expectations
+(``CONSTRAINT ... EXPECT``, ``@dp.expect...``: given to sparkmv's ``CREATE MATERIALIZED VIEW``
+as its constraint list) differ from the definition, replaced atomically: the new definition
+is built under a hidden name while the old MV stays readable, then swapped in by one catalog
+transaction (``CREATE OR REPLACE``, :mod:`sparkmv.services.replace`; a failed build leaves the
+old MV as it was); otherwise refreshed by ``Client.refresh`` — AUTO picks SKIP, PCT,
+INCREMENTAL or FULL and says why; ``--full-refresh`` forces a refresh of every partition. ``TBLPROPERTIES`` keys
 that are sparkmv properties (``refresh_mode``, ``partition_refresh_number``, ...) are applied
 (``ALTER ... SET PROPERTIES`` when they changed); other keys are not kept. The spec's
 ``sparkmv.refresh`` configuration becomes each SQL dataset's refresh scheme (``ALTER ...
@@ -27,10 +28,16 @@ A dataset that fails is reported FAILED and left as it was (a newly created MV w
 build failed is dropped; a changed definition whose build failed is not swapped in); the
 datasets that read it are NOT RUN; the others run. The run's state is COMPLETED, or FAILED
 when any dataset failed.
+
+The event log (``sparkmv.pipeline_events``) holds ``pipeline_started``, each dataset's
+outcome (``dataset_refreshed``, ``dataset_skipped``, ``dataset_failed``, ... written with it,
+:meth:`sparkmv.catalog.pipelines.PipelineStore.record`), the refresh runs' own events and
+expectation results, then ``pipeline_ended`` (state, counts, seconds).
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from datetime import UTC, datetime
@@ -86,14 +93,52 @@ def run_pipeline(
             spec's setting is not a positive integer (:func:`concurrent_flows`).
     """
     limit = max(1, max_concurrent) if max_concurrent is not None else concurrent_flows(project)
+    register_project(client, project)
+    pipelines, name = client.runtime.catalog.pipelines, project.spec.name
+    pipelines.log(name, "pipeline_started", "INFO", f"pipeline {name} started", datasets=len(project.graph.datasets))
+    started = time.monotonic()
+    try:
+        result = _run_datasets(client, project, full_refresh, full_refresh_all, refresh, on_result, limit)
+    except BaseException as exc:
+        seconds = round(time.monotonic() - started, 3)
+        message = f"pipeline {name} ended in error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        pipelines.log(name, "pipeline_ended", "ERROR", message, state="FAILED", seconds=seconds, error=str(exc))
+        raise
+    counts = {s: n for s in _STATES if (n := sum(r.state == s for r in result.results))}
+    seconds = round(time.monotonic() - started, 3)
+    level = "ERROR" if result.state == "FAILED" else "INFO"
+    words = ", ".join(f"{n} {s}" for s, n in counts.items()) or "no dataset"
+    pipelines.log(
+        name,
+        "pipeline_ended",
+        level,
+        f"pipeline {name} is {result.state}: {words}",
+        state=result.state,
+        counts=counts,
+        seconds=seconds,
+    )
+    return result
+
+
+_STATES = ("SUCCESS", "SKIPPED", "FAILED", "NOT RUN", "EXCLUDED")
+
+
+def _run_datasets(
+    client: Client,
+    project: Project,
+    full_refresh: set[ObjectName] | None,
+    full_refresh_all: bool,
+    refresh: set[ObjectName] | None,
+    on_result: Callable[[DatasetResult], None] | None,
+    limit: int,
+) -> RunResult:
+    """The datasets of one pipeline run, as :func:`run_pipeline` describes."""
     full = set(full_refresh or ())
     chosen = full | set(refresh or ())
     graph = project.graph
     result = RunResult(project.spec.name)
     outcome: dict[ObjectName, str] = {}
     running: dict[Future[DatasetResult], tuple[ObjectName, datetime]] = {}
-
-    register_project(client, project)
     attempt = in_pass(pass_of(client.runtime, list(graph.datasets)), _attempt)  # a change read once for all
 
     def finish(res: DatasetResult, started: datetime) -> None:

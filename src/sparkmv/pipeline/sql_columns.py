@@ -14,13 +14,20 @@ query does not give is refused (SDP keeps it as a column of NULLs). Comments are
 ``CREATE VIEW v (a COMMENT 'c', b) AS ...`` (a persisted view; no types, as Spark's parser
 allows only there) renames the query's columns by position, as Spark's views do.
 
->>> cols = parse_columns(Cursor("(id BIGINT COMMENT 'the id', Name DECIMAL(10, 2) NOT NULL) AS"), True)
+The list may also hold expectations (``CONSTRAINT name EXPECT (cond) [ON VIOLATION ...]``,
+:mod:`sparkmv.sql.constraints`), before, between or after the columns, as on Databricks;
+they are returned apart and are no columns.
+
+>>> cols, _ = parse_columns(Cursor("(id BIGINT COMMENT 'the id', Name DECIMAL(10, 2) NOT NULL) AS"), True)
 >>> [(c.name, c.type, c.nullable, c.comment) for c in cols]
 [('id', 'BIGINT', True, 'the id'), ('Name', 'DECIMAL(10, 2)', False, None)]
 >>> project_columns("SELECT 1 AS id", cols)
 'SELECT `id`, `name` AS `Name` FROM (SELECT 1 AS id) AS __smv_columns'
->>> project_columns("SELECT 1, 2", parse_columns(Cursor("(a COMMENT 'c', b)"), False))
+>>> project_columns("SELECT 1, 2", parse_columns(Cursor("(a COMMENT 'c', b)"), False)[0])
 'SELECT * FROM (SELECT 1, 2) AS __smv_columns(`a`, `b`)'
+>>> cols, exps = parse_columns(Cursor("(CONSTRAINT ok EXPECT (id > 0) ON VIOLATION DROP ROW, id INT)"), True)
+>>> [c.name for c in cols], exps
+(['id'], [Expectation(name='ok', condition='id > 0', action='drop')])
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from sparkmv.analysis.expectations import Expectation
 from sparkmv.errors import SparkMvError
+from sparkmv.sql.constraints import parse_constraint
 from sparkmv.sql.cursor import Cursor
 
 ALIAS = "__smv_columns"
@@ -47,18 +56,27 @@ class DeclaredColumn:
     comment: str | None = None
 
 
-def parse_columns(c: Cursor, typed: bool) -> list[DeclaredColumn]:
-    """The column list at ``c`` (``(`` next): ``name [type] [NOT NULL] [COMMENT 'x']``, ...;
-    ``typed``: a materialized view's or streaming table's list, where Spark's parser needs
-    a type for each column.
+def parse_columns(c: Cursor, typed: bool) -> tuple[list[DeclaredColumn], list[Expectation]]:
+    """The column list at ``c`` (``(`` next): ``name [type] [NOT NULL] [COMMENT 'x']``, ...,
+    mixed with expectations ``CONSTRAINT name EXPECT (cond) [ON VIOLATION ...]``
+    (:mod:`sparkmv.sql.constraints`), as Databricks writes them; ``typed``: a materialized
+    view's or streaming table's list, where Spark's parser needs a type for each column.
+    Returns the columns and the expectations, each in the order written.
 
     Raises:
-        ParseError: a malformed list, a column without a type where one is needed
-            (naming its position).
+        ParseError: a malformed list, a column without a type where one is needed, a bad
+            constraint (naming its position).
     """
     c.expect("(")
     out: list[DeclaredColumn] = []
+    expectations: list[Expectation] = []
     while True:
+        if c.peek("CONSTRAINT"):
+            expectations.append(parse_constraint(c))
+            if c.accept(")"):
+                return out, expectations
+            c.expect(",")
+            continue
         name = c.ident()
         kind: str | None = None
         if not any(c.peek(w) for w in _ENDS):
@@ -69,7 +87,7 @@ def parse_columns(c: Cursor, typed: bool) -> list[DeclaredColumn]:
         comment = c.string() if c.accept("COMMENT") else None
         out.append(DeclaredColumn(name, kind, nullable, comment))
         if c.accept(")"):
-            return out
+            return out, expectations
         c.expect(",")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sparkmv.analysis.expectations import expectations_of
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.model import STREAMING_TABLE, Dataset
@@ -30,8 +31,11 @@ def sparkmv_properties(props: dict[str, str]) -> dict[str, str]:
 def create_statement(name: ObjectName, ds: Dataset, query: str, replace_scheme: str | None = None) -> str:
     """The sparkmv ``CREATE MATERIALIZED VIEW ... REFRESH DEFERRED AS`` of a SQL MV; with
     ``replace_scheme``, ``CREATE OR REPLACE MATERIALIZED VIEW ... REFRESH <scheme> AS``
-    instead (built, then swapped in for the MV of that name)."""
+    instead (built, then swapped in for the MV of that name). The dataset's expectations
+    are the ``(CONSTRAINT ... EXPECT (...) ...)`` list after the name."""
     parts = [f"CREATE {'OR REPLACE ' if replace_scheme else ''}MATERIALIZED VIEW {name.qualified}"]
+    if ds.expectations:
+        parts.append("(" + ", ".join(e.clause for e in ds.expectations) + ")")
     if ds.partition_by:
         parts.append(f"PARTITION BY {ds.partition_by}")
     props = sparkmv_properties(ds.properties)
@@ -81,11 +85,13 @@ def run_sql_mv(client: Client, project: Project, ds: Dataset, force: bool, query
 
 def definition_changed(row: ObjectRow, query: str, ds: Dataset, client: Client | None = None) -> bool:
     """True when SQL dataset ``ds`` (its resolved ``query``) differs from the MV ``row`` the
-    catalog stores for it: another query or partition column (the MV is then replaced). With
-    ``client``, a query sparkmv stored resolved against its base tables' schemas (maintained
-    only so: :func:`sparkmv.services.ddl.create_materialized_view`) is the same query;
-    without (metadata only, no Spark), any other text is a change."""
+    catalog stores for it: another query, partition column or set of expectations (the MV is
+    then replaced). With ``client``, a query sparkmv stored resolved against its base tables'
+    schemas (maintained only so: :func:`sparkmv.services.ddl.create_materialized_view`) is the
+    same query; without (metadata only, no Spark), any other text is a change."""
     if (row.partition_by or None) != ds.partition_by:
+        return True
+    if set(expectations_of(row.options)) != set(ds.expectations):
         return True
     if row.definition == query or client is None:
         return row.definition != query

@@ -3,19 +3,23 @@ and flows, with the ``SET`` and ``USE`` statements between them.
 
 Accepted (Spark Declarative Pipelines' SQL, pyspark 4.1+)::
 
-    CREATE [OR REFRESH] MATERIALIZED VIEW name [(col TYPE [NOT NULL] [COMMENT 'c'], ...)]
+    CREATE [OR REFRESH] MATERIALIZED VIEW name [(col TYPE [NOT NULL] [COMMENT 'c'] | expectation, ...)]
         [PARTITIONED BY (col, ...)] [CLUSTER BY (col, ...)] [COMMENT 'text']
         [TBLPROPERTIES ('k' = 'v', ...)] AS <select>
-    CREATE [OR REPLACE] VIEW name [(col [COMMENT 'c'], ...)] [COMMENT 'text']
+    CREATE [OR REPLACE] VIEW name [(col [COMMENT 'c'] | expectation, ...)] [COMMENT 'text']
         [TBLPROPERTIES (...)] AS <select>
     CREATE [OR REPLACE] TEMPORARY VIEW name [COMMENT 'text'] AS <select>
-    CREATE [OR REFRESH] STREAMING TABLE name [(col TYPE ...)] [PARTITIONED BY (...)]
+    CREATE [OR REFRESH] STREAMING TABLE name [(col TYPE ... | expectation, ...)] [PARTITIONED BY (...)]
         [CLUSTER BY (...)] [COMMENT 'text'] [TBLPROPERTIES (...)] [AS <select>]
     CREATE FLOW name [COMMENT 'text'] AS INSERT INTO target [BY NAME] <select>
     SET key = value
     USE SCHEMA | DATABASE | NAMESPACE [spark_catalog.]name ;  SET CATALOG spark_catalog
     CREATE FLOW name AS AUTO CDC INTO target ... / CREATE STREAMING TABLE t FLOW AUTO CDC ...
         (:mod:`sparkmv.pipeline.auto_cdc_sql`)
+
+where an expectation is ``CONSTRAINT name EXPECT (condition) [ON VIOLATION { DROP ROW | FAIL
+UPDATE }]`` (:mod:`sparkmv.sql.constraints`, kept in :attr:`Dataset.expectations`; refused on a
+temporary view, and when its condition is not a deterministic condition over one row).
 
 A ``STREAM(t)`` in a ``FROM`` (read the new rows of ``t``) is rewritten to ``t`` and recorded
 in :attr:`Dataset.streams`; what a streaming table does with it is in
@@ -43,9 +47,10 @@ from pathlib import Path
 
 from sqlglot import exp
 
+from sparkmv.analysis.expectations import check_expectations
 from sparkmv.analysis.paths import PATH_FORMATS, path_ref
 from sparkmv.analysis.query import DIALECT, parse_query
-from sparkmv.errors import SparkMvError
+from sparkmv.errors import AnalysisError, SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.pipeline.auto_cdc_sql import parse_auto_cdc
 from sparkmv.pipeline.model import (
@@ -115,7 +120,8 @@ def _statement(sql: str, path: Path, line: int, ctx: FileContext) -> Dataset:
         raise c.error("MATERIALIZED VIEW, VIEW, TEMPORARY VIEW, STREAMING TABLE or FLOW after CREATE")
     ds = Dataset(_dataset_name(c, kind, ctx), kind, path, line)
     ds.conf = dict(ctx.conf)
-    columns = parse_columns(c, typed=not persisted_view) if kind != FLOW and c.peek("(") else []
+    columns, ds.expectations = parse_columns(c, not persisted_view) if kind != FLOW and c.peek("(") else ([], [])
+    _check_expectations(ds)
     if not _clauses(c, ds, persisted_view):
         ds.columns = columns
         if c.accept("FLOW", "AUTO", "CDC"):  # CREATE STREAMING TABLE t FLOW AUTO CDC ...
@@ -134,6 +140,21 @@ def _statement(sql: str, path: Path, line: int, ctx: FileContext) -> Dataset:
         ds.query = project_columns(ds.query, columns)
         ds.columns = columns
     return ds
+
+
+def _check_expectations(ds: Dataset) -> None:
+    """Refuse expectations that cannot be kept (:func:`check_expectations`), and any on a
+    temporary view (it is inlined into the queries that read it: it has no rows of its own).
+
+    Raises:
+        AnalysisError: naming the expectation and the problem.
+    """
+    if ds.expectations and ds.kind == TEMPORARY_VIEW:
+        raise AnalysisError(
+            f"temporary view {ds.name.display}: expectations on a temporary view are not supported by sparkmv "
+            "pipeline (put them on the materialized view or streaming table that reads it)"
+        )
+    check_expectations(ds.name.display, ds.expectations)
 
 
 def _dataset_name(c: Cursor, kind: str, ctx: FileContext) -> ObjectName:

@@ -19,6 +19,7 @@ from sparkmv.analysis.incremental import augmented_query
 from sparkmv.analysis.query import bind_tables, filter_partitions, parse_query
 from sparkmv.names import ObjectName, is_hidden_column
 from sparkmv.refresh.context import MvDefinition
+from sparkmv.refresh.expectations import ExpectationCheck
 from sparkmv.refresh.incremental.stage_state import StagedFull
 from sparkmv.refresh.planner import Chunk
 from sparkmv.refresh.runtime import Runtime
@@ -159,6 +160,7 @@ def compute_chunk(
     target: StructType | None = None,
     layout: tuple[list[str], int | None] | None = None,
     staged: StagedFull | None = None,
+    check: ExpectationCheck | None = None,
 ) -> StagedOutput:
     """Compute ``chunk`` and write it under ``directory``; returns the staged files.
 
@@ -166,19 +168,24 @@ def compute_chunk(
     chunk goes through Arrow (module docstring). ``layout``: :func:`cluster_layout` (loaded
     when None): the files are clustered by the MV's key, an unpartitioned MV cut into files
     of about :data:`~sparkmv.storage.files.TARGET_FILE_BYTES` as its current size suggests.
-    ``staged``: as :func:`chunk_dataframe`'s."""
+    ``staged``: as :func:`chunk_dataframe`'s. ``check``: the MV's expectations, applied to
+    the rows written (:class:`~sparkmv.refresh.expectations.ExpectationCheck`; the caller
+    reads its counts once this returns)."""
+    check = check or ExpectationCheck(mv.name.display, ())
     target = target or mv_schema(rt, mv)
     cluster_by, current_bytes = layout or cluster_layout(rt, mv)
     try:
         if input_bytes(pinned, restrict) <= SMALL_CHUNK_BYTES and _flat(target):
             df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, one_task=True, staged=staged)
-            rows = df.limit(SMALL_CHUNK_ROWS + 1).toArrow()
-            if rows.num_rows <= SMALL_CHUNK_ROWS:
+            rows = check.apply(df).limit(SMALL_CHUNK_ROWS + 1).toArrow()
+            if rows.num_rows > SMALL_CHUNK_ROWS:
+                check.discard()  # counted again by the write below
+            else:
                 column = next(
                     (f.name for f in target.fields if f.name.lower() == (mv.partition_by or "").lower()), None
                 )
                 return write_arrow_staged(rows, directory, column, spark_to_arrow(target), cluster_by)
-        df = chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, staged=staged)
+        df = check.apply(chunk_dataframe(rt, mv, pinned, chunk, restrict, tag, target, staged=staged))
         single = chunk.partitions is not None and chunk.outside is None and len(chunk.partitions) == 1
         files = file_count(current_bytes) if chunk.partitions is None else None
         return write_staged(df, directory, mv.partition_by, single_partition=single, cluster_by=cluster_by, files=files)

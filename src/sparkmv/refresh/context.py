@@ -13,6 +13,7 @@ from functools import lru_cache
 from pyiceberg.table import Table
 from sqlglot import exp
 
+from sparkmv.analysis.expectations import Expectation, expectations_of
 from sparkmv.analysis.lineage import Lineage, partition_lineage
 from sparkmv.analysis.query import parse_query
 from sparkmv.analysis.transforms import external_lineage
@@ -43,6 +44,9 @@ class MvDefinition:
     partition_by: str | None
     base_tables: list[ObjectName]
     properties: MvProperties
+    expectations: tuple[Expectation, ...] = ()
+    """The MV's expectations (:mod:`sparkmv.analysis.expectations`), applied to the rows
+    every refresh computes (:mod:`sparkmv.refresh.expectations`)."""
 
     @classmethod
     def from_row(cls, row: ObjectRow) -> MvDefinition:
@@ -55,6 +59,7 @@ class MvDefinition:
             partition_by=row.partition_by,
             base_tables=[ObjectName.parse(t, allow_reserved=True) for t in row.base_tables],
             properties=MvProperties.parse(row.properties or {}),
+            expectations=expectations_of(row.options),
         )
 
 

@@ -30,10 +30,12 @@ from sqlalchemy.orm import Session
 
 from sparkmv.catalog import RefreshState, RunState, Trigger
 from sparkmv.catalog.clock import utcnow
+from sparkmv.catalog.expectations import ExpectationResult
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import LeaseLostError, RefreshCancelledError, RefreshError, SparkMvError
 from sparkmv.names import ObjectName
-from sparkmv.refresh import timing
+from sparkmv.refresh import run_events, timing
+from sparkmv.refresh.expectations import ExpectationFailedError, summed
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, RunContext
 from sparkmv.refresh.monitor import RunMonitor
 from sparkmv.refresh.planner import RefreshRequest
@@ -167,7 +169,8 @@ class RunLifecycle:
             else:
                 msg = str(exc) if isinstance(exc, SparkMvError) else spark_error_text(exc)
                 log.info("run %s failed: %s", run_id, msg, exc_info=not isinstance(exc, SparkMvError))
-                self._abort(job, ctx, RunState.FAILED, msg)
+                results = exc.results if isinstance(exc, ExpectationFailedError) else []
+                self._abort(job, ctx, RunState.FAILED, msg, results)
             return self._result(run_id)
         finally:
             monitor.stop()
@@ -220,6 +223,7 @@ class RunLifecycle:
             if plan.mode == "SKIP":
                 self._finish(s, job, ctx.run_id, RunState.SKIPPED, None, RefreshState.REFRESHING, [])
                 return False
+            run_events.planned(s, self.catalog, job.name, ctx.run_id, plan.mode, plan.reason, len(chunks))
             if not self.catalog.runs.chunks(s, ctx.run_id):
                 self.catalog.runs.add_chunks(s, ctx.run_id, chunks)
         return True
@@ -328,8 +332,7 @@ class RunLifecycle:
             if recorded is not None:
                 recorded.spark_jobs = times
         with timing.phase("catalog"), self.catalog.transaction() as s:
-            self._finish(s, job, ctx.run_id, RunState.SUCCESS, snapshot_id, RefreshState.FINISHING, chunks)
-            self.catalog.runs.update(s, ctx.run_id, bytes_read=read)
+            self._finish(s, job, ctx.run_id, RunState.SUCCESS, snapshot_id, RefreshState.FINISHING, chunks, read)
         self.rt.faults.hit("during_cleanup")
         job.cleanup(ctx.run_id, {f for c in chunks for f in c.files})
 
@@ -342,23 +345,37 @@ class RunLifecycle:
         snapshot_id: int | None,
         expected: RefreshState,
         chunks: list[ChunkRecord],
+        bytes_read: int | None = None,
     ) -> None:
         """Inside one transaction: state IDLE (CAS from ``expected``), the job kind's
-        catalog side, the run result."""
+        catalog side, the run result (``bytes_read``: Spark's input metrics), its
+        expectations' results (summed over the chunks' outcomes) and its events."""
         self.catalog.objects.transition(s, job.object_id, run_id, self.owner, expected, RefreshState.IDLE, 0)
         fields = job.finish_fields(s, run_id, chunks)
         now = utcnow()
         fields.update(_timings())
-        self.catalog.runs.update(s, run_id, state=state, finished=now, snapshot_id=snapshot_id, **fields)
+        self.catalog.runs.update(
+            s, run_id, state=state, finished=now, snapshot_id=snapshot_id, bytes_read=bytes_read, **fields
+        )
         done: dict[str, Any] = {"last_success_time": now, "consecutive_failures": 0}
         if state == RunState.SUCCESS:
             done["last_success_run_id"] = run_id
         self.catalog.objects.set_fields(s, job.object_id, **done)
         self.catalog.control.clear(s, run_id)
+        run_events.expectations(s, self.catalog, job.name, run_id, summed([c.outcome for c in chunks]))
+        run_events.ended(s, self.catalog, job.name, run_id)
 
     # -- failure ------------------------------------------------------------------------------
-    def _abort(self, job: Job[Any], ctx: RunContext, state: RunState, error: str) -> None:
-        """Back to IDLE with the object untouched; the run ends as ``state`` with ``error``.
+    def _abort(
+        self,
+        job: Job[Any],
+        ctx: RunContext,
+        state: RunState,
+        error: str,
+        results: list[ExpectationResult] | None = None,
+    ) -> None:
+        """Back to IDLE with the object untouched; the run ends as ``state`` with ``error``
+        (``results``: the expectations' counts of the chunk a ``FAIL UPDATE`` stopped).
 
         Only while this process still holds the lease: a process whose lease was taken
         over must not touch the run or its staging (recovery owns them now); it removes
@@ -385,6 +402,8 @@ class RunLifecycle:
                 self.catalog.runs.update(s, run_id, state=state, error=error, finished=utcnow(), **_timings())
                 self.catalog.objects.set_fields(s, job.object_id, consecutive_failures=failures)
                 self.catalog.control.clear(s, run_id)
+                run_events.expectations(s, self.catalog, job.name, run_id, results or [])
+                run_events.ended(s, self.catalog, job.name, run_id)
         except LeaseLostError:
             self._discard_own(ctx)
             raise
@@ -398,6 +417,16 @@ class RunLifecycle:
             self.catalog.runs.update(s, run_id, state=RunState.FAILED, error=reason, finished=utcnow())
             self.catalog.objects.set_fields(s, job.object_id, consecutive_failures=row.consecutive_failures + 1)
             self.catalog.control.clear(s, run_id)
+            run_events.log_event(
+                s,
+                self.catalog,
+                job.name,
+                run_id,
+                "run_abandoned",
+                "ERROR",
+                f"run {run_id} of {job.name.display} abandoned by recovery: {reason}",
+                error=reason,
+            )
         job.discard_staging(run_id)
 
     def _discard_own(self, ctx: RunContext) -> None:

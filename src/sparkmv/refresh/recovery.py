@@ -20,6 +20,7 @@ from sparkmv.catalog import ObjectKind, RefreshState, RunState
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.errors import SparkMvError
 from sparkmv.names import ObjectName
+from sparkmv.refresh import run_events
 from sparkmv.refresh.result import RefreshRun
 from sparkmv.refresh.runtime import Runtime
 from sparkmv.storage import warehouse
@@ -125,6 +126,17 @@ def recover_object(rt: Runtime, row: ObjectRow) -> RecoveryOutcome:
         run = rt.catalog.runs.get(s, run_id)
         attempts = run.attempts + 1
         rt.catalog.runs.update(s, run_id, attempts=attempts, owner=str(rt.owner))
+        run_events.log_event(
+            s,
+            rt.catalog,
+            ObjectName(row.namespace, row.name),
+            run_id,
+            "run_recovered",
+            "WARN",
+            f"run {run_id} of {name} taken over by recovery (attempt {attempts}, state {row.state})",
+            attempt=attempts,
+            state=str(row.state),
+        )
     log.info("recovering %s run %s (attempt %d, state %s)", name, run_id, attempts, row.state)
     try:
         action, result = RunLifecycle(rt).resume(run_id, job_for)

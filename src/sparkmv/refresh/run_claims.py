@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from sparkmv.catalog import RunState, Trigger
 from sparkmv.catalog.clock import utcnow
 from sparkmv.names import ObjectName
+from sparkmv.refresh import run_events
 from sparkmv.refresh.jobs.base import Job
 from sparkmv.refresh.planner import RefreshRequest
 from sparkmv.refresh.runtime import Runtime
@@ -58,6 +59,7 @@ class NewRun:
             **job.run_fields(request),
         )
         catalog.objects.begin_refresh(s, job.row, run.run_id, owner, job.settings.lease_timeout_seconds)
+        run_events.started(s, catalog, job.name, int(run.run_id), self.trigger)
         return int(run.run_id)
 
 

@@ -272,7 +272,7 @@ class Scheduler(TableReloads):
             log.info("%s: run %s was started by another scheduler", display, run.run_id)
             return NodeResult(name, "CLAIMED", run.run_id)
         if self.metrics is not None:
-            self.metrics.observe_run(result)
+            self.metrics.observe_run(result, self.rt)
         log.info(
             "%s: run %s %s%s%s",
             display,
@@ -368,7 +368,7 @@ class Scheduler(TableReloads):
         for o in outcomes:
             log.info("recovery: %s run %s %s%s", o.name, o.run_id, o.action, f": {o.run.state}" if o.run else "")
             if o.run is not None and self.metrics is not None:
-                self.metrics.observe_run(o.run)
+                self.metrics.observe_run(o.run, self.rt)
             obj = by_id.get(o.run_id)
             if o.run is not None and o.run.state == RunState.CANCELLED and o.run_id in self._cancelled_for_stop and obj:
                 if obj.kind == ObjectKind.MATERIALIZED_VIEW:

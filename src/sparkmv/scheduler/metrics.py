@@ -10,7 +10,12 @@ process do not collide. Exposed:
 * ``sparkmv_runs{state}``: runs in the catalog by state;
 * ``sparkmv_runs_finished_total{state}``: runs this scheduler finished, by state;
 * ``sparkmv_scheduler_tick_lag_seconds``: how late the last tick started (seconds);
-* ``sparkmv_busy_skipped_total{object}``: due work skipped because the object was busy.
+* ``sparkmv_busy_skipped_total{object}``: due work skipped because the object was busy;
+* ``sparkmv_expectation_rows_passed_total{dataset,expectation,action}`` and
+  ``sparkmv_expectation_rows_failed_total{dataset,expectation,action}``: rows that passed
+  (condition TRUE) and failed (FALSE or NULL) each expectation in the runs this scheduler
+  finished, as the catalog recorded them (``sparkmv.expectations``; action ``warn``, ``drop``
+  or ``fail``; dataset: its display name).
 """
 
 from __future__ import annotations
@@ -53,6 +58,13 @@ class SchedulerMetrics:
         )
         self.tick_lag = Gauge("sparkmv_scheduler_tick_lag_seconds", "Lateness of the last tick", registry=r)
         self.busy = Counter("sparkmv_busy_skipped_total", "Due work skipped: object busy", ["object"], registry=r)
+        labels = ["dataset", "expectation", "action"]
+        self.expectation_passed = Counter(
+            "sparkmv_expectation_rows_passed_total", "Rows that passed an expectation", labels, registry=r
+        )
+        self.expectation_failed = Counter(
+            "sparkmv_expectation_rows_failed_total", "Rows that failed an expectation", labels, registry=r
+        )
         self._staleness_every = staleness_every_seconds
         self._staleness_at = 0.0
 
@@ -65,8 +77,9 @@ class SchedulerMetrics:
         start_http_server(port, registry=self.registry)
         log.info("metrics on http://0.0.0.0:%d/metrics", port)
 
-    def observe_run(self, run: RefreshRun) -> None:
-        """Record a finished run."""
+    def observe_run(self, run: RefreshRun, rt: Runtime) -> None:
+        """Record a finished run, and the rows that passed and failed each of its expectations
+        (read from ``rt``'s catalog)."""
         self.finished.labels(run.state).inc()
         if run.duration_seconds is not None:
             self.duration.labels(run.name, run.mode or "NONE").observe(run.duration_seconds)
@@ -74,6 +87,21 @@ class SchedulerMetrics:
             self.rows.labels(run.name).inc(run.rows_written)
         if run.state == "FAILED":
             self.failures.labels(run.name).inc()
+        self._observe_expectations(rt, run.run_id)
+
+    def _observe_expectations(self, rt: Runtime, run_id: int) -> None:
+        """Add run ``run_id``'s expectation results (stored when it finished) to the counters;
+        a catalog that cannot be read is logged, not raised: the run is over either way."""
+        try:
+            with rt.catalog.read() as s:
+                results = rt.catalog.expectations.list(s, run_ids=[run_id])
+        except Exception as exc:
+            log.warning("expectation metrics of run %s failed: %s", run_id, exc)
+            return
+        for r in results:
+            labels = (r.dataset or "", r.expectation, r.action)
+            self.expectation_passed.labels(*labels).inc(r.rows_passed)
+            self.expectation_failed.labels(*labels).inc(r.rows_failed)
 
     def refresh_catalog_gauges(self, rt: Runtime, force: bool = False) -> None:
         """Runs by state (every call) and staleness per MV (at most every few seconds:

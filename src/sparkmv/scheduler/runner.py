@@ -18,6 +18,7 @@ from sparkmv.catalog import ObjectKind, RunState, Trigger
 from sparkmv.catalog.models import ObjectRow
 from sparkmv.catalog.scheduling import finish_pending, start_pending
 from sparkmv.names import ObjectName
+from sparkmv.refresh import run_events
 from sparkmv.refresh.jobs import job_type_for
 from sparkmv.refresh.jobs.base import Job
 from sparkmv.refresh.lifecycle import RunLifecycle
@@ -40,6 +41,7 @@ class QueuedRun:
         fields = {k: v for k, v in job.run_fields(request).items() if k in ("priority", "publish")}
         if fields:
             job.rt.catalog.runs.update(s, self.run_id, **fields)
+        run_events.started(s, job.rt.catalog, job.name, self.run_id, job.rt.catalog.runs.get(s, self.run_id).trigger)
         return self.run_id
 
 

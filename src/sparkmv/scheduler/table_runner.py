@@ -97,7 +97,7 @@ class TableReloads:
             log.info("%s: reload run %s was started by another scheduler", display, run_id)
             return NodeResult(name, "CLAIMED", run_id)
         if self.metrics is not None:
-            self.metrics.observe_run(result)
+            self.metrics.observe_run(result, self.rt)
         log.info(
             "%s: reload run %s %s%s", display, result.run_id, result.state, f": {result.error}" if result.error else ""
         )

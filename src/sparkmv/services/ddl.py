@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 from sqlalchemy.orm import Session
 
+from sparkmv.analysis.expectations import check_expectations, row_level
 from sparkmv.analysis.ivm import IvmAnalysis
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.catalog import ObjectKind, RefreshState
@@ -27,7 +28,7 @@ from sparkmv.errors import (
     SparkMvError,
 )
 from sparkmv.names import HIDDEN_COLUMN_PREFIX, ObjectName
-from sparkmv.refresh.analyze import query_schema
+from sparkmv.refresh.analyze import query_schema, run_select
 from sparkmv.refresh.properties import MvProperties, validate
 from sparkmv.refresh.reload.ddl import create_refreshable_table
 from sparkmv.refresh.runtime import Runtime
@@ -175,6 +176,9 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView, checked_
     from sparkmv.analysis.incremental import analyze_incremental
 
     analysis = analyze_incremental(query, known)
+    if stmt.expectations:
+        _check_expectations(rt, stmt)
+        analysis = row_level(analysis, query, known)
     schema = _with_state_columns(rt, stmt, props, analysis, schema)
     schema = _partition_type(rt, stmt, query, bases, schema, partition_by)
     if props.get("partition_retention_condition"):
@@ -196,11 +200,35 @@ def create_materialized_view(rt: Runtime, stmt: CreateMaterializedView, checked_
                 schedule_start=stmt.refresh.start,
                 schedule_every_seconds=stmt.refresh.every_seconds,
                 next_fire_time=first_fire_time(stmt.refresh),
+                options={"expectations": [e.to_json() for e in stmt.expectations]} if stmt.expectations else {},
             )
     except Exception:
         rt.iceberg.drop_table(stmt.name)
         raise
     return f"created materialized view '{stmt.name}'"
+
+
+def _check_expectations(rt: Runtime, stmt: CreateMaterializedView) -> None:
+    """Refuse expectations that are not deterministic boolean conditions over the query's
+    output row (:func:`~sparkmv.analysis.expectations.check_expectations`; their types by
+    Spark, over empty inputs).
+
+    Raises:
+        AnalysisError: ``expectation 'e' of 'mv' ...``: a problem of the condition, an
+            unknown column, or a type other than BOOLEAN.
+    """
+    check_expectations(str(stmt.name), stmt.expectations)
+    for e in stmt.expectations:
+        try:
+            df = run_select(rt, f"SELECT ({e.condition}) AS c FROM ({stmt.query}) AS __smv_q", schema_only=True)
+        except AnalysisError as exc:
+            raise AnalysisError(f"expectation '{e.name}' of '{stmt.name}' does not analyse: {exc}") from exc
+        kind = df.schema.fields[0].dataType.simpleString()
+        if kind != "boolean":
+            raise AnalysisError(
+                f"expectation '{e.name}' of '{stmt.name}' must be a deterministic boolean over the row: "
+                f"{e.condition!r} is of type {kind.upper()}"
+            )
 
 
 def _cluster_columns(analysis: IvmAnalysis, schema: pa.Schema, partition_by: str | None) -> list[str]:

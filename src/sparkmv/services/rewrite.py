@@ -27,6 +27,7 @@ import json
 import pyarrow as pa
 from prometheus_client import CollectorRegistry, Counter
 
+from sparkmv.analysis.expectations import drop_condition, expectations_of
 from sparkmv.analysis.query import parse_query, referenced_tables
 from sparkmv.analysis.rewrite import MvCandidate, RewriteResult, rewrite_query
 from sparkmv.catalog import ObjectKind
@@ -108,6 +109,8 @@ def _never(row: ObjectRow) -> str | None:
     props = MvProperties.parse(row.properties or {})
     if props.query_rewrite_consistency == "DISABLE":
         return "query_rewrite_consistency is DISABLE"
+    if drop_condition(expectations_of(row.options)) is not None:
+        return "an expectation drops rows: it holds fewer rows than its query"
     return None
 
 

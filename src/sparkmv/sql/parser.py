@@ -1,7 +1,8 @@
 """Parsing sparkmv statements.
 
 The clauses sqlglot does not know (``CREATE MATERIALIZED VIEW ... REFRESH ASYNC EVERY``,
-``PROPERTIES``, ``REFRESH MATERIALIZED VIEW ... PARTITION START``, ...) are read by a
+``PROPERTIES``, an MV's ``(CONSTRAINT c EXPECT (...))`` expectations, ``REFRESH MATERIALIZED
+VIEW ... PARTITION START``, ...) are read by a
 small recursive-descent parser over sqlglot's Spark tokens; every query part
 (``AS <select>``, plain SELECTs) is handed to sqlglot.
 
@@ -25,6 +26,7 @@ from datetime import datetime
 from sparkmv.analysis.query import parse_query
 from sparkmv.errors import InvalidNameError, ParseError
 from sparkmv.names import is_identifier
+from sparkmv.sql.constraints import constraint_list
 from sparkmv.sql.cursor import Cursor
 from sparkmv.sql.statements import (
     AlterMaterializedView,
@@ -320,12 +322,14 @@ def _create(c: Cursor) -> Statement:
 
 
 def _create_mv(c: Cursor, or_replace: bool = False) -> CreateMaterializedView:
-    """After CREATE [OR REPLACE] MATERIALIZED VIEW: ``[IF NOT EXISTS] name [PARTITION BY col]
-    [REFRESH ...] [PROPERTIES (...)] AS <select>``."""
+    """After CREATE [OR REPLACE] MATERIALIZED VIEW: ``[IF NOT EXISTS] name [(CONSTRAINT c
+    EXPECT (cond) [ON VIOLATION DROP ROW | FAIL UPDATE], ...)] [PARTITION BY col] [REFRESH ...]
+    [PROPERTIES (...)] AS <select>`` (the constraints: :mod:`sparkmv.sql.constraints`)."""
     if_not_exists = c.accept("IF", "NOT", "EXISTS")
     if if_not_exists and or_replace:
         raise ParseError("CREATE OR REPLACE MATERIALIZED VIEW cannot have IF NOT EXISTS: use one or the other")
     name = c.name()
+    expectations = constraint_list(c) if c.peek("(") else ()
     partition_by = None
     refresh = RefreshScheme()
     props: dict[str, str] = {}
@@ -357,7 +361,9 @@ def _create_mv(c: Cursor, or_replace: bool = False) -> CreateMaterializedView:
     # Blank out what precedes the query (keeping newlines) so sqlglot's positions are
     # positions in the whole statement.
     parse_query(re.sub(r"[^\n]", " ", c.sql[:start]) + query)
-    return CreateMaterializedView(name, query, partition_by, refresh, props, if_not_exists, deferred, or_replace)
+    return CreateMaterializedView(
+        name, query, partition_by, refresh, props, if_not_exists, deferred, or_replace, expectations
+    )
 
 
 def _create_table(c: Cursor) -> CreateRefreshableTable:

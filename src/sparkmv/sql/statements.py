@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from sparkmv.analysis.expectations import Expectation
 from sparkmv.names import ObjectName
 
 
@@ -78,7 +79,8 @@ class CreateRefreshableTable:
 @dataclass(frozen=True)
 class CreateMaterializedView:
     """``CREATE [OR REPLACE] MATERIALIZED VIEW ... AS <select>`` (``or_replace``: an existing
-    MV of that name is replaced atomically once the new definition is built)."""
+    MV of that name is replaced atomically once the new definition is built; ``expectations``:
+    the ``(CONSTRAINT name EXPECT (...) ...)`` list after the name, in the order written)."""
 
     name: ObjectName
     query: str
@@ -88,6 +90,7 @@ class CreateMaterializedView:
     if_not_exists: bool = False
     deferred: bool = False
     or_replace: bool = False
+    expectations: tuple[Expectation, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
 """``sparkmv ui``: the ASGI web application (Starlette, Jinja2 templates with autoescape).
 
 Pages: ``/`` (the graph and a chart of the newest runs), ``/objects/{name}`` (with its refresh
-history chart), ``/runs``, ``/runs/{run_id}``, ``/rewrite`` (the rewrite log, ``?mv=`` filters); JSON: ``/api/objects``,
-``/api/objects/{name}``, ``/api/objects/{name}/progress``, ``/api/runs``. It reads the
-catalog through the client's runtime and the status service and never starts Spark.
+history chart and, for a dataset with expectations, their newest results and a chart of the rows
+failed per run), ``/runs``, ``/runs/{run_id}``, ``/rewrite`` (the rewrite log, ``?mv=``
+filters); JSON: ``/api/objects``, ``/api/objects/{name}``, ``/api/objects/{name}/progress``,
+``/api/runs``. It reads the catalog through the client's runtime and the status service and
+never starts Spark.
 
 Actions (``POST /objects/{name}/{refresh|cancel|pause|resume}``) are refused with 403 unless
 the app was made with ``allow_actions`` and the request carries the start-up token (form
@@ -31,6 +33,7 @@ from sparkmv.errors import InvalidNameError, ObjectNotFoundError, SparkMvError
 from sparkmv.names import ObjectName
 from sparkmv.ui.charts import TECHNIQUE_COLOURS, chart_runs, history_svg, summary_svg
 from sparkmv.ui.detail import object_detail
+from sparkmv.ui.expectation_chart import expectation_runs, expectations_svg
 from sparkmv.ui.graph import COLOURS, graph_svg
 from sparkmv.ui.model import STATES, FreshnessCache, display, object_views, run_json, runs_page
 from sparkmv.ui.pages import REWRITE_ROWS, recent_runs, rewrite_rows, run_detail
@@ -155,7 +158,17 @@ def object_page(request: Request) -> Response:
         return _not_found(request, str(exc))
     message = request.query_params.get("message")
     history = history_svg(chart_runs(detail["runs"])) if detail["runs"] else None
-    return _render(request, "object.html", d=detail, o=detail["object"], message=message, history=history, title=name)
+    expected = expectations_svg(expectation_runs(detail["expectations"])) if detail["expectations"] else None
+    return _render(
+        request,
+        "object.html",
+        d=detail,
+        o=detail["object"],
+        message=message,
+        history=history,
+        expectations_chart=expected,
+        title=name,
+    )
 
 
 def _runs_args(request: Request) -> tuple[str | None, str | None, int, int]:

@@ -1,5 +1,6 @@
 """One object's page and ``/api/objects/{name}``: definition, properties, schedule, refresh
-mode, partitions (refresh time, stale flag), base tables with their consumed versions, runs."""
+mode, partitions (refresh time, stale flag), base tables with their consumed versions, runs,
+and the expectations' results of its newest runs."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ from sparkmv.ui.model import FreshnessCache, ObjectView, display, object_views, 
 from sparkmv.ui.pages import answered, table_detail
 
 RUNS_SHOWN = 50
+EXPECTATION_RUNS = 30
+"""Runs whose expectation results the page shows (the newest that recorded any)."""
 STALE_OR_FRESH = ("stale", "fresh")
 PLANNED = (*STALE_OR_FRESH, "failed")
 """Display states of an idle MV whose partitions' staleness the page shows (a running refresh
@@ -127,25 +130,63 @@ def _staleness_json(stale: PartitionStaleness | None) -> dict[str, Any] | None:
     }
 
 
+def expectation_history(rt: Runtime, dataset: str, limit: int = EXPECTATION_RUNS) -> list[dict[str, Any]]:
+    """The expectation results of ``dataset`` (its display name) in the newest ``limit`` runs
+    that recorded any, oldest first; empty when it has none.
+
+    Each run: ``run_id`` (None: a pipeline's refresh outside the run lifecycle, told apart by
+    when it was stored), ``recorded_at`` (UTC, ISO 8601) and ``results``, sorted by expectation:
+    ``expectation``, ``action`` (``warn``, ``drop``, ``fail``), ``condition``, ``rows_passed``
+    and ``rows_failed`` (rows whose condition was TRUE, and FALSE or NULL).
+    """
+    with rt.catalog.read() as s:
+        stored = rt.catalog.expectations.list(s, dataset=dataset)  # newest first
+    runs: dict[tuple[str, object], dict[str, Any]] = {}
+    for r in stored:
+        key: tuple[str, object] = ("run", r.run_id) if r.run_id is not None else ("at", r.recorded_at)
+        if key not in runs:
+            if len(runs) == limit:
+                continue
+            when = r.recorded_at.isoformat() if r.recorded_at else None
+            runs[key] = {"run_id": r.run_id, "recorded_at": when, "results": []}
+        runs[key]["results"].append(
+            {
+                "expectation": r.expectation,
+                "action": r.action,
+                "condition": r.condition,
+                "rows_passed": r.rows_passed,
+                "rows_failed": r.rows_failed,
+            }
+        )
+    for run in runs.values():
+        run["results"].sort(key=lambda e: e["expectation"])
+    return list(reversed(runs.values()))
+
+
 def object_detail(rt: Runtime, cache: FreshnessCache, name: str) -> dict[str, Any]:
-    """Everything the object page shows, as JSON-ready values.
+    """Everything the object page shows, as JSON-ready values. A name that is no object but
+    has expectation results (a table a pipeline keeps) shows as a base table with them.
 
     Raises:
-        ObjectNotFoundError: when ``name`` names no object (and no base table an MV reads).
+        ObjectNotFoundError: when ``name`` names no object (and no base table an MV reads, nor
+            a dataset with expectation results).
         ParseError: when ``name`` is not a valid name.
     """
     obj = ObjectName.parse(name, allow_reserved=True)
     with rt.catalog.read() as s:
         row = rt.catalog.objects.find(s, obj)
         runs = [run_json(r) for r in rt.catalog.runs.list(s, row.id, RUNS_SHOWN)] if row else []
+    expectations = expectation_history(rt, obj.display)
     views = {v.name: v for v in object_views(rt, cache)}
     view: ObjectView | None = views.get(display(obj.qualified))
+    if view is None and expectations:
+        view = ObjectView(obj.display, "base table", "base table", "base table", in_catalog=False)
     if view is None:
         from sparkmv.errors import ObjectNotFoundError
 
         raise ObjectNotFoundError(f"table or view '{obj}' does not exist")
     readers = sorted(v.name for v in views.values() if view.name in v.base_tables)
-    out: dict[str, Any] = {"object": view.to_json(), "readers": readers, "runs": runs}
+    out: dict[str, Any] = {"object": view.to_json(), "readers": readers, "runs": runs, "expectations": expectations}
     if row is None or row.kind == ObjectKind.EXTERNAL_TABLE:
         out["table"] = table_detail(rt, obj, row)
     if row is None:

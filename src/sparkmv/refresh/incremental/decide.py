@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from sparkmv.analysis.correlated import used_columns
+from sparkmv.analysis.expectations import row_level
 from sparkmv.analysis.incremental import IvmAnalysis, analyze_for_table, without_correlation
 from sparkmv.analysis.query import parse_query
 from sparkmv.errors import RefreshError
@@ -164,7 +165,9 @@ def mv_analysis(rt: Runtime, mv: MvDefinition, pinned: dict[str, PinnedTable]) -
     """How incremental refresh maintains ``mv`` over ``pinned``, for the state columns its
     table holds (:func:`~sparkmv.analysis.incremental.analyze_for_table`)."""
     table_columns = [f.name for f in rt.iceberg.load(mv.name).schema().fields]
-    return analyze_for_table(mv.query, table_columns, base_columns(pinned))
+    columns = base_columns(pinned)
+    analysis = analyze_for_table(mv.query, table_columns, columns)
+    return row_level(analysis, mv.query, columns) if mv.expectations else analysis
 
 
 def incremental_candidate(

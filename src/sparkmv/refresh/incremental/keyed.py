@@ -16,7 +16,7 @@ those keys, supplies their new rows; every other row is kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from pyspark.sql import DataFrame
@@ -130,15 +130,24 @@ def _outer_term_sqls(
     return sqls
 
 
-def replace_keys(current: DataFrame, fresh: DataFrame, keys: DataFrame, names: tuple[str, ...]) -> DataFrame | None:
+def replace_keys(
+    current: DataFrame,
+    fresh: DataFrame,
+    keys: DataFrame,
+    names: tuple[str, ...],
+    kept: Callable[[DataFrame], DataFrame] | None = None,
+) -> DataFrame | None:
     """``current`` (the MV's rows of the affected partitions) with every row whose key
     (columns ``names``) is in ``keys`` replaced by the rows of ``fresh`` (the defining query
     over the new input, in the MV's schema) with that key; None when ``keys`` is empty.
     The keys filter both sides as
     :func:`~sparkmv.refresh.incremental.merge_rows.key_filter` says (literals pushed into the
-    scans, or an anti-join and a semi-join)."""
+    scans, or an anti-join and a semi-join). ``kept``: applied to the recomputed rows of the
+    keys (an MV's expectations, :class:`~sparkmv.refresh.expectations.ExpectationCheck`),
+    above the key filter so the keys still reach the scans."""
     by_name = {c.lower(): c for c in keys.columns}
     restrict = key_filter(keys.select(*[F.col(f"`{by_name[n]}`") for n in names]), names, fresh)
     if restrict is None:
         return None
-    return restrict(current, False).unionByName(restrict(fresh, True))
+    recomputed = restrict(fresh, True)
+    return restrict(current, False).unionByName(kept(recomputed) if kept is not None else recomputed)

@@ -33,8 +33,11 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
+from sparkmv.analysis.expectations import WHY_EXPECTATIONS
 from sparkmv.analysis.signed import RETRACTED, SIGN
+from sparkmv.errors import RefreshError
 from sparkmv.refresh.context import MvDefinition, lineage_of
+from sparkmv.refresh.expectations import ExpectationCheck
 from sparkmv.refresh.incremental.affected import (
     Affected,
     affected_files,
@@ -124,13 +127,18 @@ def _compute_delta_rules(
         context = correlated_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views, reduced)
     else:
         context = delta_terms(rt, analysis, staged.new, staged.old, staged.delta, staged.views)
+    check = ExpectationCheck(mv.name.display, mv.expectations)
+    if check and analysis.aggregate:  # the merge adds to stored rows a filter may have dropped
+        raise RefreshError(f"'{mv.name.display}': {WHY_EXPECTATIONS}")
     with context as terms:
         if terms.union is None:
             return ChunkOutcome([], 0, 0, {"replace": []})
-        rows = project_to(normalize_for_iceberg(terms.union), target, (SIGN, RETRACTED))
+        # A filter is linear: the delta of the filtered query is the filtered delta.
+        rows = check.apply(project_to(normalize_for_iceberg(terms.union), target, (SIGN, RETRACTED)))
         if not analysis.aggregate and not terms.signed:  # an append-only projection only appends
             staged_files = write_staged(_retained(mv, rows), directory, mv.partition_by)
-            return ChunkOutcome(staged_files.files, staged_files.rows, staged_files.bytes, {"replace": []})
+            detail = {"replace": [], **check.detail()}
+            return ChunkOutcome(staged_files.files, staged_files.rows, staged_files.bytes, detail)
         if known is None:
             rows = rows.cache()  # read twice: the affected partitions, then the merge
         try:
@@ -146,7 +154,7 @@ def _compute_delta_rules(
             written = _write(mv, merged, directory, table, affected)
         finally:
             rows.unpersist()
-    return ChunkOutcome(written.files, written.rows, written.bytes, affected.detail)
+    return ChunkOutcome(written.files, written.rows, written.bytes, {**affected.detail, **check.detail()})
 
 
 def _compute_keyed(
@@ -168,14 +176,15 @@ def _compute_keyed(
         try:
             affected = _affected(mv, keys, table, mv_snapshot, analysis.keyed.keys)
             current = read_files(rt.spark, affected.files, target)
+            check = ExpectationCheck(mv.name.display, mv.expectations)
             fresh = project_to(normalize_for_iceberg(terms.over_new()), target)
-            merged = replace_keys(current, fresh, keys, analysis.keyed.keys)
+            merged = replace_keys(current, fresh, keys, analysis.keyed.keys, check.apply)
             if merged is None:  # no row of the change reached a group
                 return ChunkOutcome([], 0, 0, {"replace": []})
             written = _write(mv, merged, directory, table, affected)
         finally:
             keys.unpersist()
-    return ChunkOutcome(written.files, written.rows, written.bytes, affected.detail)
+    return ChunkOutcome(written.files, written.rows, written.bytes, {**affected.detail, **check.detail()})
 
 
 def _retained(mv: MvDefinition, rows: DataFrame) -> DataFrame:

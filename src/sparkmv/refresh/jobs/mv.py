@@ -22,6 +22,7 @@ from sparkmv.errors import InactiveError, RefreshError
 from sparkmv.names import ObjectName
 from sparkmv.refresh import timing
 from sparkmv.refresh.context import MvDefinition, lineage_of, pin_for_refresh
+from sparkmv.refresh.expectations import ExpectationCheck
 from sparkmv.refresh.incremental.candidates import Candidate
 from sparkmv.refresh.incremental.decide import IncrementalInput, decide
 from sparkmv.refresh.jobs.base import ChunkOutcome, ChunkRecord, Job, JobSettings, RunContext
@@ -231,6 +232,7 @@ class MvRefreshJob(Job[MvRunPlan]):
                 self.staged = self._stage_state(self.target)
             restrict = base_partitions_for(chunk, self.lineage, self.plan.pinned)
             tag = f"r{ctx.run_id}c{chunk_id}"
+            check = ExpectationCheck(self.name.display, self.mv.expectations)
             staged = compute_chunk(
                 self.rt,
                 self.mv,
@@ -242,8 +244,9 @@ class MvRefreshJob(Job[MvRunPlan]):
                 self.target,
                 self.layout,
                 self.staged,
+                check,
             )
-            out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes)
+            out[chunk_id] = ChunkOutcome(staged.files, staged.rows, staged.bytes, check.detail() or None)
         return out
 
     def _stage_state(self, target: StructType) -> StagedFull | None:
