@@ -26,8 +26,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from results import git_commit, publish, today  # bench/ is on the path: the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
+SECTION = "## CLI latency of catalog-only commands"
 SPARKMV = str(Path(sys.executable).with_name("sparkmv"))
 COMMANDS: list[tuple[str, list[str]]] = [
     ("runs NAME", ["runs", "by_month"]),
@@ -86,7 +88,7 @@ def time_command(home: Path, argv: list[str], repeat: int) -> tuple[list[float],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--append-results", action="store_true", help="append the table to bench/RESULTS.md")
+    parser.add_argument("--append-results", action="store_true", help="record the table in bench/RESULTS.md")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench_cli_") as tmp:
         home = build_home(Path(tmp))
@@ -110,12 +112,9 @@ def main() -> None:
     text = "\n".join(lines) + "\n"
     print(text)
     if args.append_results:
-        results = ROOT / "bench" / "RESULTS.md"
-        body = results.read_text()
-        header = "## CLI latency of catalog-only commands"
-        if header not in body:
-            body = body.rstrip("\n") + f"\n\n{header}\n"
-        results.write_text(body.rstrip("\n") + "\n\n" + text)
+        runs = statistics.median(dict(rows)["runs NAME"][0])
+        headline = f"`sparkmv runs NAME` {runs:.3f} s median (target 0.6 s: {'met' if runs <= 0.6 else 'missed'})"
+        publish(SECTION, text, headline, today(), git_commit(), script="bench/bench_cli.py")
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ timed ``--repeat`` times, alternating plain and with expectations, after one unt
 medians are compared.
 
 Usage: ``.venv/bin/python bench/bench_expectations.py [--data data/tpch] [--repeat 3]
-[--no-write]``; appends an entry under "## Expectations" in ``bench/RESULTS.md``.
+[--no-write]``; records the run under "## Expectations" in ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import timed, write_results  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Expectations"
 PROJECTION = (
@@ -113,6 +113,17 @@ def report(figures: dict[str, Any], repeat: int) -> str:
     return "\n".join(lines)
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    times = figures["times"]
+    ratios = [
+        statistics.median(times[f"{kind}_expect {technique}"]) / statistics.median(times[f"{kind}_plain {technique}"])
+        for kind in ("projection", "aggregate")
+        for technique in ("FULL", "INCREMENTAL")
+    ]
+    return f"a refresh with expectations takes {min(ratios):.2f}-{max(ratios):.2f}x the time of the plain one"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch")
@@ -127,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures, args.repeat)
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_expectations.py")
     return 0
 
 

@@ -21,7 +21,7 @@ The ratio compares the medians of steps 3 and 4. The MV is checked against the q
 recomputed with pyarrow from what pyiceberg reads of the table, after steps 3 and 4.
 
 Usage: ``.venv/bin/python bench/bench_iceberg_pct.py [--data data/tpch] [--sample 1]
-[--repeat 3] [--warmup 1] [--no-write]``; appends an entry under "## PCT over an external
+[--repeat 3] [--warmup 1] [--no-write]``; records the run under "## PCT over an external
 Iceberg table" in ``bench/RESULTS.md``.
 """
 
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import cpu_clock, timed, write_results  # noqa: E402 (bench/ is put on the path above)
+from results import cpu_clock, git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## PCT over an external Iceberg table"
 CHANGED_DAY = dt.date(1995, 6, 15)
@@ -269,6 +269,15 @@ def report(figures: dict[str, Any]) -> str:
     )
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    speedup = figures["full_s"] / figures["pct_s"]
+    return (
+        f"PCT refresh of one day {speedup:.1f}x faster than a full recompute ({figures['pct_s']:.2f} s vs "
+        f"{figures['full_s']:.2f} s; target >= 20x: {'met' if speedup >= 20 else 'missed'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the figures and (unless ``--no-write``) record them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -283,7 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures)
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_iceberg_pct.py")
     return 0 if figures["correct"] else 1
 
 

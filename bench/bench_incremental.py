@@ -24,7 +24,7 @@ plan, delta + merge, write, commit, catalog) by timing sparkmv's functions from 
 ``lineitem`` is copied first (``orders`` and ``customer`` are read in place).
 
 Usage: ``.venv/bin/python bench/bench_incremental.py [--data data/tpch] [--data-sf5
-data/tpch-sf5] [--rounds 2] [--no-write]``; appends an entry under "## Incremental refresh
+data/tpch-sf5] [--rounds 2] [--no-write]``; records the run under "## Incremental refresh
 after appends" in ``bench/RESULTS.md``. Generates the TPC-H data with ``tpchgen-cli`` when
 missing (SF5: several minutes).
 """
@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import write_results  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Incremental refresh after appends"
 CHANGED_MONTH = "1995-06"
@@ -495,6 +495,17 @@ def report(figures: dict[str, Any]) -> str:
     )
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    m = {k: _median(figures, k) for k in STEPS}
+    s1, s2, s3 = m["seg_pct"] / m["seg_inc"], m["cust_full"] / m["cust_inc"], m["ret5_inc"] / m["ret1_inc"]
+    return (
+        f"scenario 1 PCT / INCREMENTAL {s1:.1f}x (target >= 5x: {'met' if s1 >= 5 else 'missed'}); scenario 2 "
+        f"FULL / INCREMENTAL {s2:.1f}x (target >= 10x: {'met' if s2 >= 10 else 'missed'}); scenario 3 "
+        f"INCREMENTAL SF5 / SF1 {s3:.2f}x (target <= 1.5x: {'met' if s3 <= 1.5 else 'missed'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the figures and (unless ``--no-write``) record them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -508,7 +519,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures)
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_incremental.py")
     return 0 if all(ok for _, ok in figures["checks"]) else 1
 
 

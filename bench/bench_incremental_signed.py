@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import cpu_clock, write_results  # noqa: E402 (bench/ is put on the path above)
+from results import cpu_clock, git_commit, publish, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Incremental refresh after deletes and updates"
 MONTHLY = (
@@ -260,6 +260,18 @@ def entry(figures: dict[str, Any], sf: str, spread: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def headline(figures: dict[str, Any], sf: str) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    steps = figures["steps"]
+    speedups = [s["full"]["wall"] / s["inc"]["wall"] for s in steps]
+    met = sum(x >= s["target"] for x, s in zip(speedups, steps, strict=True))
+    return (
+        f"SF{sf}: INCREMENTAL {min(speedups):.1f}x to {max(speedups):.1f}x as fast as FULL; targets "
+        f"(10x `monthly`, 5x `segment_revenue`) met {met} of {len(steps)}; exact {sum(s['ok'] for s in steps)} "
+        f"of {len(steps)}"
+    )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, required=True)
@@ -274,7 +286,14 @@ def main() -> int:
     text = entry(figures, args.sf, args.spread)
     print(text)
     if not args.no_write:
-        write_results(text, SECTION)
+        publish(
+            SECTION,
+            text,
+            headline(figures, args.sf),
+            today(),
+            git_commit(),
+            script="bench/bench_incremental_signed.py",
+        )
     return 0 if all(s["ok"] for s in figures["steps"]) else 1
 
 

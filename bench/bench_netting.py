@@ -27,7 +27,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_tpch_refresh import _keys, make_lake, rf2  # noqa: E402
-from results import timed, write_results  # noqa: E402
+from results import git_commit, publish, timed, today  # noqa: E402
 
 SECTION = "## Netting a copy-on-write change"
 
@@ -87,6 +87,15 @@ def report(sf: float, f: dict[str, object]) -> str:
     )
 
 
+def headline(figures: dict[str, object]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    arrow_s, spark_s = float(figures["arrow_s"]), float(figures["spark_s"])  # type: ignore[arg-type]
+    return (
+        f"netting on the driver {spark_s / arrow_s:.1f}x faster than in Spark ({arrow_s:.2f} s vs {spark_s:.2f} s; "
+        f"same rows: {figures['same']})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the report and (unless ``--no-write``) record it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -99,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(args.sf, figures)
     print(text)
     if not args.no_write:
-        write_results(text, SECTION)
+        publish(SECTION, text, headline(figures), today(), git_commit(), script="bench/bench_netting.py")
     return 0 if figures["same"] else 1
 
 

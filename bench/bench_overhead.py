@@ -9,7 +9,7 @@ time per sparkmv step is printed (Spark's own work shows as Py4J waits inside th
 started it).
 
 Usage: ``.venv/bin/python bench/bench_overhead.py [--data data/tpch] [--repeat 3]
-[--profile FILE] [--no-write]``; appends an entry under "## Machinery tax" in
+[--profile FILE] [--no-write]``; records the run under "## Machinery tax" in
 ``bench/RESULTS.md``.
 """
 
@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_pct import Q1  # noqa: E402 (bench/ is put on the path above)
-from results import timed, write_results  # noqa: E402
+from results import git_commit, publish, timed, today  # noqa: E402
 
 SECTION = "## Machinery tax"
 
@@ -123,6 +123,14 @@ def report(figures: dict[str, Any]) -> str:
     )
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    ratio = statistics.median(figures["force"]) / statistics.median(figures["plain"])
+    return (
+        f"FULL refresh (FORCE) / plain PySpark {ratio:.2f} (target at most 1.1: {'met' if ratio <= 1.1 else 'missed'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch")
@@ -140,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile is not None:
         print(breakdown(args.profile))
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_overhead.py")
     return 0
 
 

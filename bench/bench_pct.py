@@ -23,7 +23,7 @@ The MV is checked against Q1 recomputed from scratch after steps 3 and 4. ``line
 copied to a bench-private directory first: the shared TPC-H data is never modified.
 
 Usage: ``.venv/bin/python bench/bench_pct.py [--data data/tpch] [--repeat 3] [--warmup 1]
-[--no-write]``; appends an entry under "## Partition change tracking" in ``bench/RESULTS.md``.
+[--no-write]``; records the run under "## Partition change tracking" in ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import cpu_clock, timed, write_results  # noqa: E402 (bench/ is put on the path above)
+from results import cpu_clock, git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Partition change tracking"
 CHANGED_MONTH = "1995-06"
@@ -220,6 +220,15 @@ def report(figures: dict[str, Any]) -> str:
     )
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    speedup = figures["full_s"] / figures["pct_s"]
+    return (
+        f"PCT refresh {speedup:.1f}x faster than a full recompute ({figures['pct_s']:.2f} s vs "
+        f"{figures['full_s']:.2f} s; target >= 20x: {'met' if speedup >= 20 else 'missed'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the figures and (unless ``--no-write``) record them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -233,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures)
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_pct.py")
     return 0 if figures["correct"] else 1
 
 

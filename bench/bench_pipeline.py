@@ -22,7 +22,7 @@ archive of its local driver JVM is built first when missing (``sparkmv jvm-archi
 --if-missing``, as ``make install`` does; not timed).
 
 Usage: ``.venv/bin/python bench/bench_pipeline.py [--sf 1] [--data data/tpch] [--work DIR]
-[--no-write]``; appends an entry under "## Spark Declarative Pipelines" in
+[--no-write]``; records the run under "## Spark Declarative Pipelines" in
 ``bench/RESULTS.md``.
 """
 
@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import write_results  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Spark Declarative Pipelines"
 BIN = Path(sys.executable).parent
@@ -260,6 +260,18 @@ def report(sf: float, steps: list[dict[str, Any]], added: int, load: tuple[str, 
     return "\n".join(lines) + "\n"
 
 
+def headline(steps: list[dict[str, Any]]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    by_step = {s["step"]: s for s in steps}
+    one, none = by_step["one of 84 partitions changed"], by_step["no change"]
+    ratio = one["sdp"] / one["sparkmv"]
+    return (
+        f"one partition changed: {ratio:.1f}x faster than `spark-pipelines` (target >= 5x: "
+        f"{'met' if ratio >= 5 else 'missed'}); no change {none['sparkmv']:.1f} s (target < 3 s: "
+        f"{'met' if none['sparkmv'] < 3 else 'missed'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sf", type=float, default=1.0)
@@ -284,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(args.sf, steps, added, (load_before, " ".join(f"{x:.1f}" for x in os.getloadavg())))
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(steps), today(), git_commit(), script="bench/bench_pipeline.py")
     return 0 if all(s["equal"] for s in steps) else 1
 
 

@@ -32,6 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from results import git_commit, publish  # bench/ is on the path: the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDERS = ROOT / "data" / "tpch" / "sf1" / "raw" / "orders.parquet"
@@ -103,7 +104,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--vnodes", type=int, default=16)
-    ap.add_argument("--append-results", action="store_true", help="append the figures to bench/RESULTS.md")
+    ap.add_argument("--append-results", action="store_true", help="record the figures in bench/RESULTS.md")
     args = ap.parse_args()
 
     from sparkmv.client.client import Client
@@ -206,31 +207,28 @@ def main() -> None:
 
 
 def _append(r: dict[str, object]) -> None:
-    path = ROOT / "bench" / "RESULTS.md"
-    header = "## Refreshable tables"
-    text = path.read_text() if path.exists() else "# Benchmark results\n"
-    if header not in text:
-        text = text.rstrip("\n") + f"\n\n{header}\n\n"
-        text += (
-            "| date | machine | data | REFRESH TABLE s | merge s | naive overwrite s | ratio | merge rows/s "
-            "| changelog I/U/D | naive in vnode layout s | ratio to it |\n"
-            "|---|---|---|---|---|---|---|---|---|---|---|\n"
-        )
+    """Record ``r`` as the latest run of "Refreshable tables" in ``bench/RESULTS.md``."""
     cl = r["changelog"]
     assert isinstance(cl, dict)
-    line = (
-        f"| {datetime.now(UTC).date()} | {platform.machine()}, {os.cpu_count()} cores, local[2] | "
-        f"{r['rows']:,} rows (TPC-H orders SF1 derived), {r['vnodes']} vnodes, 8 Parquet files | "
-        f"{r['refresh_s']} | {r['merge_s']} | {r['naive_overwrite_s']} | {r['ratio']}x | {r['merge_rows_per_s']:,} | "
-        f"{cl['I']}/{cl['U']}/{cl['D']} | {r['naive_vnode_overwrite_s']} | {r['ratio_vs_vnode_layout']}x |\n"
+    ratio = float(r["ratio_vs_vnode_layout"])  # type: ignore[arg-type]
+    date = str(datetime.now(UTC).date())
+    table = (
+        f"### {date}: `bench/bench_reload.py`\n\n"
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Spark `local[2]`. Data: {r['rows']:,} rows "
+        f"(TPC-H orders SF1 derived), {r['vnodes']} vnodes, 8 Parquet files.\n\n"
+        "| REFRESH TABLE s | merge s | naive overwrite s | ratio | naive in vnode layout s | ratio to it "
+        "| merge rows/s | changelog I/U/D |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+        f"| {r['refresh_s']} | {r['merge_s']} | {r['naive_overwrite_s']} | {r['ratio']}x | "
+        f"{r['naive_vnode_overwrite_s']} | **{ratio}x** | {r['merge_rows_per_s']:,} | "
+        f"{cl['I']}/{cl['U']}/{cl['D']} |\n\n"
+        f"Target (<= 1.5x the naive overwrite in the vnode layout): **{'met' if ratio <= 1.5 else 'not met'}**.\n"
     )
-    # insert after the last table row of this section (other sections may follow it)
-    start = text.index(header)
-    nxt = text.find("\n## ", start + len(header))
-    section = text[start:] if nxt < 0 else text[start:nxt]
-    section = section.rstrip("\n") + "\n" + line
-    text = text[:start] + section + ("" if nxt < 0 else "\n" + text[nxt + 1 :])
-    path.write_text(text)
+    headline = (
+        f"REFRESH TABLE {ratio}x a naive overwrite in the vnode layout ({r['ratio']}x a plain one; "
+        f"target <= 1.5x: {'met' if ratio <= 1.5 else 'missed'})"
+    )
+    publish("## Refreshable tables", table, headline, date, git_commit(), script="bench/bench_reload.py")
 
 
 if __name__ == "__main__":

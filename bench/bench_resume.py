@@ -35,7 +35,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from results import git_commit, publish  # bench/ is on the path: the script's directory
+
 ROOT = Path(__file__).resolve().parents[1]
+SECTION = "## Resume and chunking"
 SPARKMV = str(Path(sys.executable).with_name("sparkmv"))
 CONF = {"spark.driver.memory": "3g"}
 LEASE = {"lease_timeout_seconds": "6", "lease_renew_seconds": "2"}
@@ -214,12 +217,6 @@ def killed_and_resumed(base: Path, lineitem: Path, chunk_size: int, kill_in_chun
     }
 
 
-def _write_results(text: str) -> None:
-    path = ROOT / "bench" / "RESULTS.md"
-    existing = path.read_text() if path.exists() else "# Benchmark results\n"
-    path.write_text(existing.rstrip("\n") + "\n\n" + text.rstrip("\n") + "\n")
-
-
 def _trial(base: Path, lineitem: Path, partitions: int, size12: int) -> dict[str, Any]:
     full12 = uninterrupted(base, lineitem, size12, "chunks12")
     print("uninterrupted, 12 chunks:", full12, flush=True)
@@ -244,7 +241,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=ROOT / "data" / "tpch")
     parser.add_argument("--repeat", type=int, default=1, help="trials (each: 12 chunks, killed+resumed, 1 chunk)")
-    parser.add_argument("--write", action="store_true", help="append the figures to bench/RESULTS.md")
+    parser.add_argument("--write", action="store_true", help="record the figures in bench/RESULTS.md")
     args = parser.parse_args()
     lineitem = _lineitem(args.data)
     partitions = len([p for p in lineitem.iterdir() if p.name.startswith("l_shipmonth=")])
@@ -263,9 +260,9 @@ def main() -> None:
     chunking_cpu = statistics.median(t["chunking_cpu"] for t in trials)
     k = trials[-1]["killed"]
     today = dt.date.today().isoformat()
-    text = f"""## Resume and chunking
+    text = f"""### {today}: `bench/bench_resume.py --repeat {args.repeat}`
 
-{today}; 2 cores shared with other jobs (load average 5-12 during the runs), Spark `local[2]`,
+2 cores shared with other jobs (load average 5-12 during the runs), Spark `local[2]`,
 driver 3g; TPC-H SF1 lineitem (6,001,215 rows, {partitions} `l_shipmonth` partitions,
 ~{_size_mb(lineitem)} MB Parquet). MV: `Q1_PRICING_SUMMARY` partitioned by `l_shipmonth`, STRICT,
 {size12} partitions per chunk. `bench/bench_resume.py --repeat {args.repeat}`. Each refresh and the
@@ -293,7 +290,11 @@ a fresh process calling `recover` once its lease expired.
 """  # noqa: E501
     print(text)
     if args.write:
-        _write_results(text)
+        headline = (
+            f"resume ratio {resume:.2f} (target <= 1.15: {'met' if resume <= 1.15 else 'missed'}); chunking "
+            f"overhead {chunking:.2f} (target <= 1.2: {'met' if chunking <= 1.2 else 'missed'})"
+        )
+        publish(SECTION, text, headline, today, git_commit(), script="bench/bench_resume.py")
 
 
 def _row(number: int, t: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ planning of the rewritten query (``DataFrame`` creation) and its execution (``co
 ``SELECT 1`` is timed too, Spark's fixed cost per query on the same session.
 
 Usage: ``.venv/bin/python bench/bench_rewrite.py [--data data/tpch] [--repeat 3]
-[--no-write]``; appends an entry under "## Query rewrite" in ``bench/RESULTS.md``.
+[--no-write]``; records the run under "## Query rewrite" in ``bench/RESULTS.md``.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import timed, write_results  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Query rewrite"
 Q1_AGGS = """sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
@@ -249,6 +249,17 @@ def report(figures: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    queries = figures["queries"]
+    median = statistics.median(q["base_s"] / q["rewrite_s"] for q in queries)
+    slowest = max(q["analysis_ms"] for q in queries)
+    return (
+        f"median speed-up {median:.1f}x (target >= 20x: {'met' if median >= 20 else 'missed'}); rewrite analysis "
+        f"at most {slowest:.1f} ms (target < 50 ms: {'met' if slowest < 50 else 'missed'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the figures and (unless ``--no-write``) record them."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -261,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures)
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_rewrite.py")
     return 0
 
 

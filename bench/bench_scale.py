@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_iceberg_pct import _days_after  # noqa: E402 (bench/ is put on the path above)
 from bench_tpch_refresh import _technique  # noqa: E402
-from results import timed, write_results  # noqa: E402
+from results import git_commit, publish, timed, today  # noqa: E402
 
 SECTION = "## Cost as the table grows"
 BATCH_ROWS = 6_000_000
@@ -379,6 +379,16 @@ def _child(args: argparse.Namespace) -> int:
     return 0
 
 
+def headline(by_sf: list[dict[str, Any]]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    small, big = by_sf[0], by_sf[-1]
+    ratios = [_median(big, mv) / _median(small, mv) for mv in MVS]
+    return (
+        f"refresh time SF{big['sf']:g} / SF{small['sf']:g} {min(ratios):.2f}-{max(ratios):.2f} for the same change "
+        f"(target <= 1.5: {'met' if max(ratios) <= 1.5 else 'missed'})"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run each scale in its own process, print the report and (unless ``--no-write``)
     record it."""
@@ -411,7 +421,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(by_sf)
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(by_sf), today(), git_commit(), script="bench/bench_scale.py")
     return 0 if ok(by_sf) else 1
 
 

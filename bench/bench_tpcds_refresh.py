@@ -54,7 +54,7 @@ from bench_tpch_refresh import (  # noqa: E402
     forget_generated_code,
     lake_reader,
 )
-from results import timed, write_results  # noqa: E402
+from results import git_commit, publish, timed, today  # noqa: E402
 
 SECTION = "## TPC-DS's 103 queries kept fresh"
 SHARE = 0.01
@@ -301,6 +301,17 @@ def ok(figures: dict[str, Any]) -> bool:
     return all(c["exact"] for c in built) and all(r["exact"] and r["twin"] != "not exact" for r in steps)
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    total = len(figures["create"])
+    maintained = [sum(r["twin"] == "maintained" for r in step) for _, step in figures["steps"]]
+    right = [f"{sum(bool(r['auto_right']) for r in step)} of {len(step)}" for _, step in figures["steps"]]
+    return (
+        f"twins maintained {' and '.join(str(n) for n in maintained)} of {total} after the append and the delete "
+        f"(target >= 95: {'met' if min(maintained, default=0) >= 95 else 'missed'}); AUTO right {', '.join(right)}"
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the report and (unless ``--no-write``) record it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -316,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     entry = report(figures)
     print(entry)
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_tpcds_refresh.py")
     return 0 if ok(figures) else 1
 
 

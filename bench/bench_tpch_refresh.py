@@ -49,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import timed, write_results  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## TPC-H's 22 queries kept fresh through RF1 and RF2"
 SHARE = 0.001
@@ -475,6 +475,20 @@ def ok(figures: dict[str, Any]) -> bool:
     return checked and all(c["exact"] for c in creates)
 
 
+def headline(figures: dict[str, Any]) -> str:
+    """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
+    parts, right, total = [], 0, 0
+    for what, rows in figures["steps"]:
+        kept = sum(r["technique"] in KEPT for r in rows)
+        auto_s, full_s = sum(r["seconds"] for r in rows), sum(r["full_seconds"] for r in rows)
+        parts.append(
+            f"{what.split(':')[0]}: {kept} of {len(rows)} not FULL, FULL / AUTO {full_s / max(auto_s, 1e-9):.2f}x"
+        )
+        right += sum(bool(r.get("auto_right")) for r in rows)
+        total += len(rows)
+    return "; ".join(parts) + f"; AUTO right {right} of {total} (targets 20 of 22, 5x, 90 %)"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the benchmark, print the report and (unless ``--no-write``) record it."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -500,7 +514,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.figures:
         args.figures.write_text(json.dumps(figures, indent=1, default=str))
     if not args.no_write:
-        write_results(entry, SECTION)
+        publish(SECTION, entry, headline(figures), today(), git_commit(), script="bench/bench_tpch_refresh.py")
     return 0 if ok(figures) else 1
 
 

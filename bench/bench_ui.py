@@ -211,7 +211,7 @@ def measure(home: Path, repeat: int) -> tuple[list[str], float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=9)
-    parser.add_argument("--write", action="store_true", help="append the figures to bench/RESULTS.md")
+    parser.add_argument("--write", action="store_true", help="record the figures in bench/RESULTS.md")
     parser.add_argument("--home", type=Path, help="measure this catalog's pages (e.g. .sparkmv-demo)")
     args = parser.parse_args()
     if args.home is not None:
@@ -225,9 +225,14 @@ def main() -> None:
         )
         print(head)
         if args.write:
-            from bench.results import write_results
+            from bench.results import git_commit, publish
 
-            write_results(head, "## Web UI over the demo catalog")
+            date = f"{datetime.now(UTC):%Y-%m-%d}"
+            headline = (
+                f"largest server resident memory {peak:.0f} MB (target < 150 MB: {'met' if peak < 150 else 'missed'})"
+            )
+            entry = f"### {date}: `bench/bench_ui.py --home {args.home}`\n\n{head}"
+            publish("## Web UI over the demo catalog", entry, headline, date, git_commit(), script="bench/bench_ui.py")
         return
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
@@ -245,9 +250,15 @@ def main() -> None:
     )
     print(head)
     if args.write:
-        from bench.results import write_results
+        from bench.results import git_commit, publish
 
-        write_results(head, "## Web UI over 500 generated MVs")
+        date = f"{datetime.now(UTC):%Y-%m-%d}"
+        headline = (
+            f"server resident memory {rss:.0f} MB after the requests (target < 150 MB: "
+            f"{'met' if rss < 150 else 'missed'}); start-up {startup:.1f} s"
+        )
+        entry = f"### {date}: `bench/bench_ui.py --repeat {args.repeat}`\n\n{head}"
+        publish("## Web UI over 500 generated MVs", entry, headline, date, git_commit(), script="bench/bench_ui.py")
 
 
 if __name__ == "__main__":

@@ -198,7 +198,7 @@ def test_parquet_and_json_sources(client, tmp_path: Path) -> None:  # type: igno
 def test_jdbc_source_on_postgresql(
     client, pg_url: str, driver: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:  # type: ignore[no-untyped-def]
-    """Through Spark's JDBC source with Debian's driver jar (``make install`` installs it), and
+    """Through Spark's JDBC source with Debian's driver jar (``make install-dev`` installs it), and
     without any jar (psycopg); the password is named by a file, never stored."""
     import dataclasses
 

@@ -161,7 +161,7 @@ def _check_staleness_as_explain(page: Page, url: str, make_client: Callable[...,
     client.close()
 
 
-@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (make install)")
+@pytest.mark.skipif(not os.path.exists(CHROMIUM), reason="Debian's chromium is not installed (make install-dev)")
 def test_graph_object_page_and_live_progress(
     make_client: Callable[..., Client], tpch: TpchLayout, tmp_path: Path
 ) -> None:

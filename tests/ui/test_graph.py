@@ -28,7 +28,7 @@ def test_own_layout_puts_each_node_right_of_its_inputs(monkeypatch: pytest.Monke
     _clear_cache()
 
 
-@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot is not installed (make install)")
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz dot is not installed (make install-dev)")
 def test_dot_layout_left_to_right() -> None:
     _clear_cache()
     lay = layout(NAMES, EDGES)

