@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from results import git_commit, publish, today  # bench/ is on the path: the script's directory
+from results import git_commit, publish, today, verdict  # bench/ is on the path: the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## CLI latency of catalog-only commands"
@@ -113,7 +113,7 @@ def main() -> None:
     print(text)
     if args.append_results:
         runs = statistics.median(dict(rows)["runs NAME"][0])
-        headline = f"`sparkmv runs NAME` {runs:.3f} s median (target 0.6 s: {'met' if runs <= 0.6 else 'missed'})"
+        headline = f"`sparkmv runs NAME` {runs:.3f} s median (target 0.6 s: {verdict(runs <= 0.6)})"
         publish(SECTION, text, headline, today(), git_commit(), script="bench/bench_cli.py")
 
 

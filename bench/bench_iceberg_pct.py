@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import cpu_clock, git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
+from results import cpu_clock, git_commit, publish, timed, today, verdict  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## PCT over an external Iceberg table"
 CHANGED_DAY = dt.date(1995, 6, 15)
@@ -274,7 +274,7 @@ def headline(figures: dict[str, Any]) -> str:
     speedup = figures["full_s"] / figures["pct_s"]
     return (
         f"PCT refresh of one day {speedup:.1f}x faster than a full recompute ({figures['pct_s']:.2f} s vs "
-        f"{figures['full_s']:.2f} s; target >= 20x: {'met' if speedup >= 20 else 'missed'})"
+        f"{figures['full_s']:.2f} s; target >= 20x: {verdict(speedup >= 20)})"
     )
 
 

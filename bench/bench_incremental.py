@@ -51,7 +51,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import git_commit, publish, today  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, today, verdict  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Incremental refresh after appends"
 CHANGED_MONTH = "1995-06"
@@ -500,9 +500,9 @@ def headline(figures: dict[str, Any]) -> str:
     m = {k: _median(figures, k) for k in STEPS}
     s1, s2, s3 = m["seg_pct"] / m["seg_inc"], m["cust_full"] / m["cust_inc"], m["ret5_inc"] / m["ret1_inc"]
     return (
-        f"scenario 1 PCT / INCREMENTAL {s1:.1f}x (target >= 5x: {'met' if s1 >= 5 else 'missed'}); scenario 2 "
-        f"FULL / INCREMENTAL {s2:.1f}x (target >= 10x: {'met' if s2 >= 10 else 'missed'}); scenario 3 "
-        f"INCREMENTAL SF5 / SF1 {s3:.2f}x (target <= 1.5x: {'met' if s3 <= 1.5 else 'missed'})"
+        f"scenario 1 PCT / INCREMENTAL {s1:.1f}x (target >= 5x: {verdict(s1 >= 5)}); scenario 2 "
+        f"FULL / INCREMENTAL {s2:.1f}x (target >= 10x: {verdict(s2 >= 10)}); scenario 3 "
+        f"INCREMENTAL SF5 / SF1 {s3:.2f}x (target <= 1.5x: {verdict(s3 <= 1.5)})"
     )
 
 

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_pct import Q1  # noqa: E402 (bench/ is put on the path above)
-from results import git_commit, publish, timed, today  # noqa: E402
+from results import git_commit, publish, timed, today, verdict  # noqa: E402
 
 SECTION = "## Machinery tax"
 
@@ -126,9 +126,7 @@ def report(figures: dict[str, Any]) -> str:
 def headline(figures: dict[str, Any]) -> str:
     """The run's headline figure in one line (its line in the History of ``bench/RESULTS.md``)."""
     ratio = statistics.median(figures["force"]) / statistics.median(figures["plain"])
-    return (
-        f"FULL refresh (FORCE) / plain PySpark {ratio:.2f} (target at most 1.1: {'met' if ratio <= 1.1 else 'missed'})"
-    )
+    return f"FULL refresh (FORCE) / plain PySpark {ratio:.2f} (target at most 1.1: {verdict(ratio <= 1.1)})"
 
 
 def main(argv: list[str] | None = None) -> int:

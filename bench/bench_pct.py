@@ -44,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import cpu_clock, git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
+from results import cpu_clock, git_commit, publish, timed, today, verdict  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Partition change tracking"
 CHANGED_MONTH = "1995-06"
@@ -225,7 +225,7 @@ def headline(figures: dict[str, Any]) -> str:
     speedup = figures["full_s"] / figures["pct_s"]
     return (
         f"PCT refresh {speedup:.1f}x faster than a full recompute ({figures['pct_s']:.2f} s vs "
-        f"{figures['full_s']:.2f} s; target >= 20x: {'met' if speedup >= 20 else 'missed'})"
+        f"{figures['full_s']:.2f} s; target >= 20x: {verdict(speedup >= 20)})"
     )
 
 

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import git_commit, publish, today  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, today, verdict  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Spark Declarative Pipelines"
 BIN = Path(sys.executable).parent
@@ -267,8 +267,8 @@ def headline(steps: list[dict[str, Any]]) -> str:
     ratio = one["sdp"] / one["sparkmv"]
     return (
         f"one partition changed: {ratio:.1f}x faster than `spark-pipelines` (target >= 5x: "
-        f"{'met' if ratio >= 5 else 'missed'}); no change {none['sparkmv']:.1f} s (target < 3 s: "
-        f"{'met' if none['sparkmv'] < 3 else 'missed'})"
+        f"{verdict(ratio >= 5)}); no change {none['sparkmv']:.1f} s (target < 3 s: "
+        f"{verdict(none['sparkmv'] < 3)})"
     )
 
 

@@ -32,7 +32,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from results import git_commit, publish  # bench/ is on the path: the script's directory
+from results import git_commit, publish, verdict  # bench/ is on the path: the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 ORDERS = ROOT / "data" / "tpch" / "sf1" / "raw" / "orders.parquet"
@@ -226,7 +226,7 @@ def _append(r: dict[str, object]) -> None:
     )
     headline = (
         f"REFRESH TABLE {ratio}x a naive overwrite in the vnode layout ({r['ratio']}x a plain one; "
-        f"target <= 1.5x: {'met' if ratio <= 1.5 else 'missed'})"
+        f"target <= 1.5x: {verdict(ratio <= 1.5)})"
     )
     publish("## Refreshable tables", table, headline, date, git_commit(), script="bench/bench_reload.py")
 

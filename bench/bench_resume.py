@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from results import git_commit, publish  # bench/ is on the path: the script's directory
+from results import git_commit, publish, verdict  # bench/ is on the path: the script's directory
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTION = "## Resume and chunking"
@@ -291,8 +291,8 @@ a fresh process calling `recover` once its lease expired.
     print(text)
     if args.write:
         headline = (
-            f"resume ratio {resume:.2f} (target <= 1.15: {'met' if resume <= 1.15 else 'missed'}); chunking "
-            f"overhead {chunking:.2f} (target <= 1.2: {'met' if chunking <= 1.2 else 'missed'})"
+            f"resume ratio {resume:.2f} (target <= 1.15: {verdict(resume <= 1.15)}); chunking "
+            f"overhead {chunking:.2f} (target <= 1.2: {verdict(chunking <= 1.2)})"
         )
         publish(SECTION, text, headline, today, git_commit(), script="bench/bench_resume.py")
 

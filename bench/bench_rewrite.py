@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from results import git_commit, publish, timed, today  # noqa: E402 (bench/ is put on the path above)
+from results import git_commit, publish, timed, today, verdict  # noqa: E402 (bench/ is put on the path above)
 
 SECTION = "## Query rewrite"
 Q1_AGGS = """sum(l_quantity) AS sum_qty, sum(l_extendedprice) AS sum_base_price,
@@ -255,8 +255,8 @@ def headline(figures: dict[str, Any]) -> str:
     median = statistics.median(q["base_s"] / q["rewrite_s"] for q in queries)
     slowest = max(q["analysis_ms"] for q in queries)
     return (
-        f"median speed-up {median:.1f}x (target >= 20x: {'met' if median >= 20 else 'missed'}); rewrite analysis "
-        f"at most {slowest:.1f} ms (target < 50 ms: {'met' if slowest < 50 else 'missed'})"
+        f"median speed-up {median:.1f}x (target >= 20x: {verdict(median >= 20)}); rewrite analysis "
+        f"at most {slowest:.1f} ms (target < 50 ms: {verdict(slowest < 50)})"
     )
 
 

@@ -58,7 +58,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_iceberg_pct import _days_after  # noqa: E402 (bench/ is put on the path above)
 from bench_tpch_refresh import _technique  # noqa: E402
-from results import git_commit, publish, timed, today  # noqa: E402
+from results import git_commit, publish, timed, today, verdict  # noqa: E402
 
 SECTION = "## Cost as the table grows"
 BATCH_ROWS = 6_000_000
@@ -385,7 +385,7 @@ def headline(by_sf: list[dict[str, Any]]) -> str:
     ratios = [_median(big, mv) / _median(small, mv) for mv in MVS]
     return (
         f"refresh time SF{big['sf']:g} / SF{small['sf']:g} {min(ratios):.2f}-{max(ratios):.2f} for the same change "
-        f"(target <= 1.5: {'met' if max(ratios) <= 1.5 else 'missed'})"
+        f"(target <= 1.5: {verdict(max(ratios) <= 1.5)})"
     )
 
 

@@ -54,7 +54,7 @@ from bench_tpch_refresh import (  # noqa: E402
     forget_generated_code,
     lake_reader,
 )
-from results import git_commit, publish, timed, today  # noqa: E402
+from results import git_commit, publish, timed, today, verdict  # noqa: E402
 
 SECTION = "## TPC-DS's 103 queries kept fresh"
 SHARE = 0.01
@@ -308,7 +308,7 @@ def headline(figures: dict[str, Any]) -> str:
     right = [f"{sum(bool(r['auto_right']) for r in step)} of {len(step)}" for _, step in figures["steps"]]
     return (
         f"twins maintained {' and '.join(str(n) for n in maintained)} of {total} after the append and the delete "
-        f"(target >= 95: {'met' if min(maintained, default=0) >= 95 else 'missed'}); AUTO right {', '.join(right)}"
+        f"(target >= 95: {verdict(min(maintained, default=0) >= 95)}); AUTO right {', '.join(right)}"
     )
 
 

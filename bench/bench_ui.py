@@ -225,12 +225,10 @@ def main() -> None:
         )
         print(head)
         if args.write:
-            from bench.results import git_commit, publish
+            from bench.results import git_commit, publish, verdict
 
             date = f"{datetime.now(UTC):%Y-%m-%d}"
-            headline = (
-                f"largest server resident memory {peak:.0f} MB (target < 150 MB: {'met' if peak < 150 else 'missed'})"
-            )
+            headline = f"largest server resident memory {peak:.0f} MB (target < 150 MB: {verdict(peak < 150)})"
             entry = f"### {date}: `bench/bench_ui.py --home {args.home}`\n\n{head}"
             publish("## Web UI over the demo catalog", entry, headline, date, git_commit(), script="bench/bench_ui.py")
         return
@@ -250,12 +248,12 @@ def main() -> None:
     )
     print(head)
     if args.write:
-        from bench.results import git_commit, publish
+        from bench.results import git_commit, publish, verdict
 
         date = f"{datetime.now(UTC):%Y-%m-%d}"
         headline = (
             f"server resident memory {rss:.0f} MB after the requests (target < 150 MB: "
-            f"{'met' if rss < 150 else 'missed'}); start-up {startup:.1f} s"
+            f"{verdict(rss < 150)}); start-up {startup:.1f} s"
         )
         entry = f"### {date}: `bench/bench_ui.py --repeat {args.repeat}`\n\n{head}"
         publish("## Web UI over 500 generated MVs", entry, headline, date, git_commit(), script="bench/bench_ui.py")

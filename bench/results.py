@@ -62,6 +62,15 @@ def git_commit() -> str | None:
     return (head + ("+" if dirty else "")) or None
 
 
+def verdict(met: bool) -> str:
+    """A target's verdict in a headline: ``met`` or ``missed``.
+
+    >>> verdict(12.4 >= 20)
+    'missed'
+    """
+    return "met" if met else "missed"
+
+
 def _commit_cell(commit: str | None) -> str:
     return f"`{commit}`" if commit and commit != NO_COMMIT else NO_COMMIT
 
